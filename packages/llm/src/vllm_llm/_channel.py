@@ -1,0 +1,94 @@
+"""`OutputChannel`: the per-request hand-off from an engine loop to a `GenerateStream`.
+
+The producer never blocks. When the reader falls behind, consecutive outputs still waiting in the
+channel are coalesced into one (token ids and logprobs concatenated, the finish reason and transfer
+params carried once, last); the first output is never held back and nothing is reordered or lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from vllm_llm.wire import GenerateOutput
+
+
+def merge_outputs(a: GenerateOutput, b: GenerateOutput) -> GenerateOutput:
+    """One output equivalent to `a` followed by `b` (same request)."""
+    logprobs = a.logprobs
+    if b.logprobs is not None:
+        logprobs = b.logprobs if logprobs is None else [*logprobs, *b.logprobs]
+    return GenerateOutput(
+        request_id=a.request_id,
+        token_ids=[*a.token_ids, *b.token_ids] if a.token_ids else b.token_ids,
+        prompt_info=a.prompt_info if a.prompt_info is not None else b.prompt_info,
+        logprobs=logprobs,
+        finish_reason=b.finish_reason if b.finish_reason is not None else a.finish_reason,
+        stop_reason=b.stop_reason if b.finish_reason is not None else a.stop_reason,
+        kv_transfer_params=b.kv_transfer_params if b.kv_transfer_params is not None else a.kv_transfer_params,
+        ec_transfer_params=b.ec_transfer_params if b.ec_transfer_params is not None else a.ec_transfer_params,
+    )
+
+
+class OutputChannel:
+    """A non-blocking queue of one request's outputs, with optional coalescing."""
+
+    __slots__ = ("_closed", "_coalesce", "_error", "_items", "_waiter")
+
+    def __init__(self, *, coalesce: bool = True) -> None:
+        self._items: deque[GenerateOutput] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+        self._coalesce = coalesce
+
+    @property
+    def closed(self) -> bool:
+        """Whether the final output (or an error) was put."""
+        return self._closed
+
+    def put(self, out: GenerateOutput) -> None:
+        """Hand over an output; the one with a finish reason closes the channel."""
+        if self._closed:
+            return
+        items = self._items
+        if items and self._coalesce:
+            items[-1] = merge_outputs(items[-1], out)
+        else:
+            items.append(out)
+        if out.finish_reason is not None:
+            self._closed = True
+        self._wake()
+
+    def fail(self, error: BaseException) -> None:
+        """End the channel with `error`, raised after the outputs already put."""
+        if self._closed:
+            return
+        self._error = error
+        self._closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> GenerateOutput:
+        """The next output; raises the channel's error once the outputs before it are read."""
+        while not self._items:
+            if self._error is not None:
+                raise self._error
+            if self._closed:
+                raise StopAsyncIteration
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
+
+    def __aiter__(self) -> OutputChannel:
+        return self
+
+    async def __anext__(self) -> GenerateOutput:
+        return await self.get()

@@ -1,0 +1,66 @@
+"""The errors of the Llm layer: one base class, variants with data, never stringly typed.
+
+LlmError
+├── InvalidRequest(param, message)        the caller sent something wrong (HTTP 400)
+│   └── PromptTooLong(max_model_len, prompt_len)
+├── Unsupported(message)                   valid, but this Llm cannot do it
+├── Unavailable(message)                   not now: starting, paused, draining, unreachable (503)
+├── RemoteInvalidRequest(message)          a remote server said INVALID_ARGUMENT
+├── Remote(code, message)                  a remote server failed otherwise
+└── EngineDead(message)                    the engine died; permanent
+"""
+
+from __future__ import annotations
+
+
+class LlmError(Exception):
+    """Base class of every error the Llm layer raises."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequest(LlmError):
+    """The request is invalid; `param` names the offending parameter when there is one."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class PromptTooLong(InvalidRequest):
+    """The prompt leaves no room to generate within the model's context."""
+
+    def __init__(self, *, max_model_len: int, prompt_len: int) -> None:
+        super().__init__(
+            f"the prompt has {prompt_len} tokens, but the model's context is {max_model_len} tokens "
+            "and at least one must be generated",
+            param="prompt",
+        )
+        self.max_model_len = max_model_len
+        self.prompt_len = prompt_len
+
+
+class Unsupported(LlmError):
+    """A valid request that this Llm cannot serve."""
+
+
+class Unavailable(LlmError):
+    """The Llm cannot take the request now (starting, paused, draining, unreachable)."""
+
+
+class RemoteInvalidRequest(LlmError):
+    """A remote server rejected the request as invalid."""
+
+
+class Remote(LlmError):
+    """A remote server failed with status `code`."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class EngineDead(LlmError):
+    """The engine died: every open stream and every later call fails with this."""

@@ -1,0 +1,91 @@
+"""`GenerateStream`: the delta outputs of one request, ending after the output with a finish reason.
+
+Closing the stream before that output (explicitly, by leaving `async with`, or by dropping it) aborts
+the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+
+from vllm_llm.wire import GenerateOutput
+
+AbortCallback = Callable[[], Awaitable[None]]
+
+
+class GenerateStream:
+    """An async iterator of `GenerateOutput` deltas for one request."""
+
+    __slots__ = ("_done", "_on_abort", "_outputs", "request_id")
+
+    def __init__(
+        self, request_id: str, outputs: AsyncIterator[GenerateOutput], on_abort: AbortCallback
+    ) -> None:
+        self.request_id = request_id
+        self._outputs = outputs
+        self._on_abort: AbortCallback | None = on_abort
+        self._done = False
+
+    def __aiter__(self) -> GenerateStream:
+        return self
+
+    async def __anext__(self) -> GenerateOutput:
+        if self._done:
+            raise StopAsyncIteration
+        try:
+            out = await self._outputs.__anext__()
+        except BaseException:
+            # The producer failed (or ended without a final output): nothing left to abort there.
+            self._done = True
+            self._on_abort = None
+            raise
+        if out.finish_reason is not None:
+            self._done = True
+            self._on_abort = None
+        return out
+
+    @property
+    def finished(self) -> bool:
+        """Whether the final output was delivered (or the stream failed or was closed)."""
+        return self._done
+
+    async def aclose(self) -> None:
+        """Close the stream; abort the request if it has not finished."""
+        self._done = True
+        on_abort, self._on_abort = self._on_abort, None
+        if on_abort is not None:
+            await on_abort()
+
+    async def __aenter__(self) -> GenerateStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        # Dropped without being closed: abort in the background, as an async generator's finalizer would.
+        on_abort = self._on_abort
+        if on_abort is None:
+            return
+        self._on_abort = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.call_soon(_spawn, on_abort)
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def _spawn(on_abort: AbortCallback) -> None:
+    async def run() -> None:
+        await on_abort()
+
+    task = asyncio.get_running_loop().create_task(run())
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
