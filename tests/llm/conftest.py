@@ -9,8 +9,10 @@ import pytest_asyncio
 
 from tests.llm.harness import Harness
 from vllm_llm import MockLlm
+from vllm_llm.engine_core import EngineCoreLlm
+from vllm_llm.wire import GenerateRequest, SamplingParams
 
-IMPLEMENTATIONS = ["mock"]
+IMPLEMENTATIONS = ["mock", "engine_core"]
 
 
 @pytest_asyncio.fixture
@@ -29,6 +31,37 @@ async def mock_harness() -> AsyncIterator[Harness]:
 
     yield Harness("mock", llm, pause, resume, in_flight)
     await llm.shutdown()
+
+
+async def engine_requests(llm: EngineCoreLlm) -> int:
+    """Requests the engine itself still holds: run a one-token probe and read the scheduler's stats."""
+    probe = GenerateRequest(
+        request_id="state-probe", prompt_token_ids=[1, 2, 3], sampling_params=SamplingParams(max_tokens=1)
+    )
+    async for _ in await llm.generate(probe):
+        pass
+    stats = llm.scheduler_stats
+    assert stats, "the engine reports no scheduler stats (log_stats off?)"
+    return sum(s.num_running_reqs + s.num_waiting_reqs for s in stats.values())
+
+
+@pytest_asyncio.fixture
+async def engine_core_harness(engine_llm: EngineCoreLlm) -> AsyncIterator[Harness]:
+    """The session's EngineCoreLlm over the tiny model."""
+
+    async def pause() -> None:
+        await engine_llm.pause(mode="keep")
+
+    async def resume() -> None:
+        await engine_llm.resume()
+
+    async def in_flight() -> int:
+        return engine_llm.num_in_flight + await engine_requests(engine_llm)
+
+    yield Harness(
+        "engine_core", engine_llm, pause, resume, in_flight, prompt=[1, 286, 669, 596, 267, 653, 650]
+    )
+    assert engine_llm.num_in_flight == 0
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)

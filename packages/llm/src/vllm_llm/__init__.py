@@ -13,10 +13,13 @@ from vllm_llm._errors import (
 )
 from vllm_llm._interface import Llm
 from vllm_llm._stream import GenerateStream
+from vllm_llm.engine_core import EngineCoreLlm, EngineCoreSettings
 from vllm_llm.mock import MockLlm
 from vllm_llm.watch import Watch, WatchSender
 
 __all__ = [
+    "EngineCoreLlm",
+    "EngineCoreSettings",
     "EngineDead",
     "GenerateStream",
     "InvalidRequest",

@@ -1,0 +1,412 @@
+"""`EngineCoreLlm`: an `Llm` over a real vLLM engine core (vLLM's async multiprocess engine-core client).
+
+vLLM and torch are imported lazily (in `start()`), so `vllm_llm` imports without them. The engine
+starts in a worker thread (the client's constructor blocks until every engine reported ready);
+readiness stays false until then. One output loop demultiplexes `EngineCoreOutputs` into per-request
+channels; external request ids map to randomized internal ids, so duplicate external ids may be in
+flight together. The engine sends nothing for a client abort, so the final ABORT output is synthesized
+here. Health is true until the engine dies, then false for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from vllm_llm._channel import OutputChannel
+from vllm_llm._errors import EngineDead, InvalidRequest, LlmError, Unavailable
+from vllm_llm._interface import Llm
+from vllm_llm._stream import GenerateStream
+from vllm_llm.watch import Watch, WatchSender
+from vllm_llm.wire import FinishReason, GenerateOutput, GenerateRequest, LlmInfo, LoraRequest
+
+if TYPE_CHECKING:
+    from vllm_llm._engine_lowering import Lowering
+    from vllm_llm._engine_outputs import RequestState
+
+logger = logging.getLogger(__name__)
+
+PauseMode = Literal["abort", "wait", "keep"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineCoreSettings:
+    """What an engine core is built from (a subset of vLLM's engine arguments, plus our own)."""
+
+    model: str
+    tokenizer: str | None = None
+    served_model_name: str | None = None
+    dtype: str = "auto"
+    max_model_len: int | None = None
+    data_parallel_size: int = 1
+    seed: int = 0
+    enforce_eager: bool = True
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enable_prefix_caching: bool | None = None
+    enable_lora: bool = False
+    max_loras: int = 1
+    max_lora_rank: int = 16
+    enable_sleep_mode: bool = False
+    enable_prompt_embeds: bool = False
+    structured_outputs_backend: str = "auto"
+    log_stats: bool = False
+    randomize_request_ids: bool = True
+    #: Further `vllm.engine.arg_utils.AsyncEngineArgs` fields, passed through.
+    engine_args: dict[str, Any] = field(default_factory=dict)
+
+    def async_engine_args(self) -> Any:
+        """vLLM's AsyncEngineArgs for these settings."""
+        from vllm.engine.arg_utils import AsyncEngineArgs
+
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "tokenizer": self.tokenizer,
+            "served_model_name": self.served_model_name,
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "data_parallel_size": self.data_parallel_size,
+            "seed": self.seed,
+            "enforce_eager": self.enforce_eager,
+            "enable_lora": self.enable_lora,
+            "enable_sleep_mode": self.enable_sleep_mode,
+            "enable_prompt_embeds": self.enable_prompt_embeds,
+            "structured_outputs_config": {"backend": self.structured_outputs_backend},
+            "disable_log_stats": not self.log_stats,
+        }
+        if self.enable_lora:
+            kwargs |= {"max_loras": self.max_loras, "max_lora_rank": self.max_lora_rank}
+        for name in ("max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching"):
+            if getattr(self, name) is not None:
+                kwargs[name] = getattr(self, name)
+        return AsyncEngineArgs(**(kwargs | self.engine_args))
+
+
+class EngineCoreLlm(Llm):
+    """An `Llm` over vLLM's engine core. Call (and await) `start()` before generating."""
+
+    def __init__(self, settings: EngineCoreSettings) -> None:
+        self.settings = settings
+        self._health = WatchSender(True)
+        self._ready = WatchSender(False)
+        self._client: Any = None
+        self._vllm_config: Any = None
+        self._lowering: Lowering | None = None
+        self._info: LlmInfo | None = None
+        self._requests: dict[str, tuple[RequestState, OutputChannel]] = {}
+        self._by_external: dict[str, set[str]] = {}
+        self._output_task: asyncio.Task[None] | None = None
+        self._start_task: asyncio.Task[None] | None = None
+        self._dead: EngineDead | None = None
+        self._scheduler_stats: dict[int, Any] = {}
+        self._paused = False
+        self._sleeping = False
+        self._shut_down = False
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the engines without blocking the event loop; readiness turns true when they are ready."""
+        if self._start_task is None:
+            self._start_task = asyncio.get_running_loop().create_task(self._start())
+        await asyncio.shield(self._start_task)
+
+    async def _start(self) -> None:
+        try:
+            client, vllm_config, tokenizer, info = await asyncio.to_thread(self._build)
+        except BaseException as exc:
+            self._mark_dead(f"the engine failed to start: {exc}")
+            raise
+        from vllm_llm._engine_lowering import Lowering
+
+        self._client = client
+        self._vllm_config = vllm_config
+        self._lowering = Lowering(vllm_config, tokenizer)
+        self._info = info
+        if self._shut_down:
+            await asyncio.to_thread(client.shutdown)
+            return
+        self._output_task = asyncio.get_running_loop().create_task(self._output_loop())
+        self._ready.send(True)
+
+    def _build(self) -> tuple[Any, Any, Any, LlmInfo]:
+        from vllm.tokenizers import cached_tokenizer_from_config
+        from vllm.usage.usage_lib import UsageContext
+        from vllm.v1.engine.core_client import EngineCoreClient
+        from vllm.v1.executor.abstract import Executor
+
+        from vllm_llm._engine_info import llm_info
+
+        vllm_config = self.settings.async_engine_args().create_engine_config(UsageContext.ENGINE_CONTEXT)
+        executor_class = Executor.get_class(vllm_config)
+        client = EngineCoreClient.make_async_mp_client(vllm_config, executor_class, self.settings.log_stats)
+        tokenizer = cached_tokenizer_from_config(vllm_config.model_config)
+        return client, vllm_config, tokenizer, llm_info(self.settings, vllm_config, tokenizer)
+
+    async def shutdown(self) -> None:
+        """Stop the engines; open streams fail with Unavailable."""
+        self._shut_down = True
+        self._ready.send(False)
+        if self._output_task is not None:
+            self._output_task.cancel()
+        self._fail_all(Unavailable("the engine was shut down"))
+        client, self._client = self._client, None
+        if client is not None:
+            await asyncio.to_thread(client.shutdown)
+
+    # ---- the Llm interface ------------------------------------------------------------------------
+
+    def info(self) -> LlmInfo:
+        """Model facts from the engine's configuration and ready responses."""
+        if self._info is None:
+            raise Unavailable("the engine has not started yet")
+        return self._info
+
+    def subscribe_health(self) -> Watch[bool]:
+        """True until the engine dies."""
+        return self._health.subscribe()
+
+    def subscribe_readiness(self) -> Watch[bool]:
+        """True once started, while not paused, asleep, dead or shut down."""
+        return self._ready.subscribe()
+
+    async def generate(self, request: GenerateRequest) -> GenerateStream:
+        """Lower, validate and submit a request."""
+        client = self._require_client()
+        assert self._lowering is not None
+        internal = self._internal_id(request.request_id)
+        engine_request = self._lowering.lower(request, internal)
+        from vllm_llm._engine_outputs import RequestState
+
+        channel = OutputChannel()
+        self._requests[internal] = (RequestState(request.request_id, len(request.prompt_token_ids)), channel)
+        self._by_external.setdefault(request.request_id, set()).add(internal)
+        try:
+            await client.add_request_async(engine_request)
+        except BaseException as exc:
+            self._forget(internal)
+            raise self._translate(exc) from exc
+
+        async def on_abort() -> None:
+            await self._abort_internal([internal])
+
+        return GenerateStream(request.request_id, channel, on_abort)
+
+    async def abort(self, request_ids: Sequence[str]) -> None:
+        """Abort by external id; each stream ends with a synthesized ABORT output."""
+        internal = [i for rid in request_ids for i in self._by_external.get(rid, ())]
+        await self._abort_internal(internal)
+
+    # ---- engine-core control operations -------------------------------------------------------------
+
+    async def pause(self, *, mode: PauseMode = "abort", clear_cache: bool = True) -> None:
+        """Pause the scheduler; readiness turns false."""
+        self._paused = True
+        self._update_readiness()
+        await self._call(self._require_client().pause_scheduler_async(mode=mode, clear_cache=clear_cache))
+
+    async def resume(self) -> None:
+        """Resume the scheduler; readiness turns true again."""
+        await self._call(self._require_client().resume_scheduler_async())
+        self._paused = False
+        self._update_readiness()
+
+    async def is_paused(self) -> bool:
+        """Whether the scheduler is paused (consensus over the engines)."""
+        return bool(await self._call(self._require_client().is_scheduler_paused_async()))
+
+    async def sleep(self, *, level: int = 1, mode: PauseMode = "abort") -> None:
+        """Put the engines to sleep; readiness turns false."""
+        self._sleeping = True
+        self._update_readiness()
+        await self._call(self._require_client().sleep_async(level, mode))
+
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        """Wake the engines (all of them, or the given tags)."""
+        await self._call(self._require_client().wake_up_async(tags))
+        self._sleeping = bool(await self.is_sleeping())
+        self._update_readiness()
+
+    async def is_sleeping(self) -> bool:
+        """Whether the engines sleep."""
+        return bool(await self._call(self._require_client().is_sleeping_async()))
+
+    async def reset_prefix_cache(
+        self, *, reset_running_requests: bool = False, reset_connector: bool = False
+    ) -> bool:
+        """Reset the prefix cache of every engine; true if all succeeded."""
+        client = self._require_client()
+        return bool(
+            await self._call(client.reset_prefix_cache_async(reset_running_requests, reset_connector))
+        )
+
+    async def add_lora(self, lora: LoraRequest) -> bool:
+        """Load a LoRA adapter."""
+        from vllm_llm._engine_lowering import Lowering
+
+        vllm_lora = Lowering.lora_request(lora)
+        return bool(await self._call(self._require_client().add_lora_async(vllm_lora)))
+
+    async def remove_lora(self, lora_int_id: int) -> bool:
+        """Unload a LoRA adapter."""
+        return bool(await self._call(self._require_client().remove_lora_async(lora_int_id)))
+
+    async def list_loras(self) -> list[int]:
+        """Ids of the loaded LoRA adapters."""
+        return sorted(await self._call(self._require_client().list_loras_async()))
+
+    async def collective_rpc(
+        self,
+        method: str,
+        *,
+        rpc_timeout: float | None = None,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> list[Any]:
+        """Call `method` on every worker; one result per worker."""
+        client = self._require_client()
+        return list(await self._call(client.collective_rpc_async(method, rpc_timeout, args, kwargs)))
+
+    def kv_event_sources(self) -> dict[int, dict[str, Any]]:
+        """The KV-cache event publishers of the engines, keyed by data-parallel rank."""
+        sources = self._require_client().get_kv_event_sources()
+        return {int(rank): _as_dict(cfg) for rank, cfg in sources.items()}
+
+    @property
+    def scheduler_stats(self) -> dict[int, Any]:
+        """The latest scheduler stats of each engine (with `log_stats`), keyed by engine index."""
+        return dict(self._scheduler_stats)
+
+    @property
+    def num_in_flight(self) -> int:
+        """Requests this Llm tracks as running in the engine."""
+        return len(self._requests)
+
+    @property
+    def engine_pids(self) -> list[int]:
+        """Process ids of the engine-core processes (for tests and operators)."""
+        client = self._require_client()
+        return [int(p.pid) for p in client.resources.engine_manager.processes]
+
+    @property
+    def vllm_config(self) -> Any:
+        """vLLM's configuration of the running engines."""
+        self._require_client()
+        return self._vllm_config
+
+    # ---- internals ----------------------------------------------------------------------------------
+
+    def _require_client(self) -> Any:
+        if self._dead is not None:
+            raise self._dead
+        if self._shut_down:
+            raise Unavailable("the engine was shut down")
+        if self._client is None:
+            raise Unavailable("the engine has not started yet")
+        return self._client
+
+    def _internal_id(self, external: str) -> str:
+        if self.settings.randomize_request_ids:
+            return f"{external}-{uuid.uuid4().hex[:8]}"
+        if external in self._requests:
+            raise InvalidRequest(f"request id {external!r} is already in flight", param="request_id")
+        return external
+
+    async def _call(self, awaitable: Any) -> Any:
+        try:
+            return await awaitable
+        except BaseException as exc:
+            raise self._translate(exc) from exc
+
+    def _translate(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, LlmError | asyncio.CancelledError):
+            return exc
+        if self._dead is not None or type(exc).__name__ == "EngineDeadError":
+            self._mark_dead(str(exc))
+            assert self._dead is not None
+            return self._dead
+        return LlmError(f"engine call failed: {exc}")
+
+    async def _output_loop(self) -> None:
+        client = self._client
+        try:
+            while True:
+                outputs = await client.get_output_async()
+                if outputs.scheduler_stats is not None:
+                    self._scheduler_stats[outputs.engine_index] = outputs.scheduler_stats
+                for o in outputs.outputs:
+                    entry = self._requests.get(o.request_id)
+                    if entry is None:
+                        continue  # aborted here already
+                    state, channel = entry
+                    out = state.convert(o)
+                    if out is None:
+                        continue
+                    if out.finish_reason is not None:
+                        self._forget(o.request_id)
+                    channel.put(out)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            if not self._shut_down:
+                logger.error("engine core output loop failed: %s", exc)
+                self._mark_dead(f"the engine core died: {exc}")
+
+    async def _abort_internal(self, internal_ids: list[str]) -> None:
+        live = [i for i in internal_ids if i in self._requests]
+        if not live:
+            return
+        for internal in live:
+            state, channel = self._forget(internal)
+            channel.put(
+                GenerateOutput(request_id=state.external_id, token_ids=[], finish_reason=FinishReason.ABORT)
+            )
+        if self._client is not None and self._dead is None:
+            try:
+                await self._client.abort_requests_async(live)
+            except Exception as exc:  # the engine may be dying; its loop reports that
+                logger.warning("abort of %s failed: %s", live, exc)
+
+    def _forget(self, internal: str) -> tuple[RequestState, OutputChannel]:
+        state, channel = self._requests.pop(internal)
+        ids = self._by_external.get(state.external_id)
+        if ids is not None:
+            ids.discard(internal)
+            if not ids:
+                del self._by_external[state.external_id]
+        return state, channel
+
+    def _mark_dead(self, message: str) -> None:
+        if self._dead is None:
+            self._dead = EngineDead(message)
+        self._health.send(False)
+        self._ready.send(False)
+        self._fail_all(self._dead)
+
+    def _fail_all(self, error: BaseException) -> None:
+        for internal in list(self._requests):
+            _, channel = self._forget(internal)
+            channel.fail(error)
+
+    def _update_readiness(self) -> None:
+        ready = (
+            self._client is not None
+            and self._dead is None
+            and not self._shut_down
+            and not self._paused
+            and not self._sleeping
+        )
+        self._ready.send(ready)
+
+
+def _as_dict(cfg: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        return dataclasses.asdict(cfg)
+    if hasattr(cfg, "model_dump"):
+        return dict(cfg.model_dump())
+    return dict(vars(cfg))

@@ -1,0 +1,432 @@
+"""Build a tiny random-weight Llama model with a locally trained tokenizer, cached on disk."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pathlib
+import random
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = [
+    "CHAT_TEMPLATE",
+    "DEFAULT_CACHE_DIR",
+    "ENV_VAR",
+    "SPECIAL_TOKENS",
+    "build_tiny_lora",
+    "build_tiny_model",
+]
+
+#: Environment variable that overrides the default cache directory.
+ENV_VAR = "VLLM_LLM_TINY_MODEL_DIR"
+#: Default location of the built model directory.
+DEFAULT_CACHE_DIR = "~/.cache/vllm-llm/tiny-llama-v1"
+#: Special tokens, in id order (ids 0..7).
+SPECIAL_TOKENS: tuple[str, ...] = (
+    "<unk>",
+    "<s>",
+    "</s>",
+    "<pad>",
+    "<|eot|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|system|>",
+)
+
+_MARKER = ".complete"
+_BUILD_VERSION = "tiny-llama-v1"
+_VOCAB_TARGET = 1280
+_MAX_POSITIONS = 512
+_SEED = 0
+_INIT_RANGE = 0.5
+
+#: Jinja chat template: system/user/assistant messages, tools and a generation prompt.
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% if tools %}"
+    "<|system|>\nYou can call these tools:\n"
+    "{% for tool in tools %}"
+    "{% set fn = tool.function if tool.function is defined else tool %}"
+    "\n- {{ fn.name }}: {{ fn | tojson }}"
+    "{% endfor %}"
+    "<|eot|>\n"
+    "{% endif %}"
+    "{% for message in messages %}"
+    "{% if message.role == 'system' %}<|system|>\n"
+    "{% elif message.role == 'user' %}<|user|>\n"
+    "{% elif message.role == 'assistant' %}<|assistant|>\n"
+    "{% else %}<|{{ message.role }}|>\n"
+    "{% endif %}"
+    "{% if message.content is string %}{{ message.content }}"
+    "{% elif message.content is not none %}"
+    "{% for part in message.content %}"
+    "{% if part.type == 'text' %}{{ part.text }}{% endif %}"
+    "{% endfor %}"
+    "{% endif %}"
+    "{% if message.tool_calls is defined and message.tool_calls %}"
+    "{% for call in message.tool_calls %}"
+    "{% set fn = call.function if call.function is defined else call %}"
+    '\n<tool_call>{"name": "{{ fn.name }}", "arguments": {{ fn.arguments | tojson }}}</tool_call>'
+    "{% endfor %}"
+    "{% endif %}"
+    "<|eot|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+_SUBJECTS = (
+    "the cat",
+    "a dog",
+    "my friend",
+    "the teacher",
+    "our team",
+    "the old man",
+    "a young girl",
+    "the computer",
+    "this model",
+    "the server",
+    "every student",
+    "the river",
+    "a small bird",
+    "the engineer",
+    "your neighbor",
+    "the city",
+    "a farmer",
+    "the doctor",
+    "the robot",
+    "my sister",
+)
+_VERBS = (
+    "sees",
+    "likes",
+    "builds",
+    "writes",
+    "reads",
+    "finds",
+    "carries",
+    "opens",
+    "paints",
+    "follows",
+    "answers",
+    "remembers",
+    "explains",
+    "measures",
+    "visits",
+    "sends",
+    "watches",
+    "cleans",
+    "fixes",
+    "describes",
+)
+_OBJECTS = (
+    "a red apple",
+    "the long letter",
+    "some fresh bread",
+    "a quiet garden",
+    "the blue door",
+    "an interesting book",
+    "the morning news",
+    "a strange noise",
+    "the big window",
+    "a simple question",
+    "the heavy box",
+    "a warm coat",
+    "the green field",
+    "a bright lamp",
+    "the final answer",
+    "a broken chair",
+    "the tall tree",
+    "a happy song",
+    "the empty room",
+    "a careful plan",
+)
+_ADVERBIALS = (
+    "every morning",
+    "after lunch",
+    "in the park",
+    "near the station",
+    "before the storm",
+    "with great care",
+    "at night",
+    "on Monday",
+    "during the summer",
+    "without a word",
+    "for the first time",
+    "once again",
+    "in the kitchen",
+    "by the sea",
+    "quite slowly",
+    "very quickly",
+)
+_QUESTIONS = (
+    "What is the weather like today?",
+    "How many apples are on the table?",
+    "Where did you put the keys?",
+    "Why is the sky blue?",
+    "Can you tell me a short story?",
+    "Who wrote this letter?",
+    "When does the train leave?",
+    "Which road goes to the village?",
+    "Is it going to rain tomorrow?",
+    "Could you help me with my homework?",
+)
+_ANSWERS = (
+    "Sure, I can help with that.",
+    "The answer is forty two.",
+    "I do not know, but I will find out.",
+    "It is sunny and warm.",
+    "Yes, of course!",
+    "No, thank you.",
+    "Here is a short list: one, two, three.",
+    "Let me think about it for a moment.",
+)
+_FUNCS = ("get_weather", "search", "add_numbers", "send_email", "lookup_user")
+
+
+def _corpus() -> list[str]:
+    """Return a deterministic English training corpus."""
+    rng = random.Random(1234)
+    lines: list[str] = []
+    for i in range(600):
+        subject = rng.choice(_SUBJECTS)
+        sentence = f"{subject} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}"
+        if i % 2 == 0:
+            sentence += f" {rng.choice(_ADVERBIALS)}"
+        sentence = sentence[0].upper() + sentence[1:]
+        end = "." if i % 5 else "!"
+        if i % 7 == 0:
+            sentence += f", and then {rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} it"
+        lines.append(sentence + end)
+    for i in range(200):
+        lines.append(f"{rng.choice(_QUESTIONS)} {rng.choice(_ANSWERS)}")
+        a, b = rng.randrange(100), rng.randrange(1000)
+        lines.append(f"In {1900 + i}, there were {a} people and {b} houses; {a + b} in total.")
+    for i in range(100):
+        fn = _FUNCS[i % len(_FUNCS)]
+        args = json.dumps({"city": rng.choice(("Paris", "Tokyo", "Lima")), "n": i})
+        lines.append(f'{{"name": "{fn}", "arguments": {args}}}')
+        lines.append(f"def {fn}(x, y):\n    return x + y  # {i}")
+    return lines
+
+
+def _train_tokenizer() -> Any:
+    """Train a deterministic byte-level BPE tokenizer on the built-in corpus."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token=None))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=_VOCAB_TARGET,
+        min_frequency=1,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_corpus(), trainer=trainer)
+    bos_id = tokenizer.token_to_id("<s>")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A",
+        pair="<s> $A <s> $B",
+        special_tokens=[("<s>", bos_id)],
+    )
+    return tokenizer
+
+
+def _write_json(path: pathlib.Path, data: dict[str, Any]) -> None:
+    """Write a JSON file deterministically."""
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _build(out: pathlib.Path) -> None:
+    """Write tokenizer, config, weights and generation config into ``out``."""
+    tokenizer = _train_tokenizer()
+    tokenizer.save(str(out / "tokenizer.json"), pretty=True)
+    ids = {tok: tokenizer.token_to_id(tok) for tok in SPECIAL_TOKENS}
+    vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
+
+    _write_json(
+        out / "tokenizer_config.json",
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "pad_token": "<pad>",
+            "additional_special_tokens": list(SPECIAL_TOKENS[4:]),
+            "add_bos_token": True,
+            "add_eos_token": False,
+            "clean_up_tokenization_spaces": False,
+            "model_max_length": _MAX_POSITIONS,
+            "padding_side": "left",
+            "chat_template": CHAT_TEMPLATE,
+        },
+    )
+    _write_json(
+        out / "special_tokens_map.json",
+        {
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "pad_token": "<pad>",
+            "additional_special_tokens": list(SPECIAL_TOKENS[4:]),
+        },
+    )
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=_MAX_POSITIONS,
+        initializer_range=_INIT_RANGE,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=ids["<s>"],
+        eos_token_id=ids["</s>"],
+        pad_token_id=ids["<pad>"],
+        dtype="float32",
+    )
+    torch.manual_seed(_SEED)
+    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
+    for param in model.parameters():
+        if param.dtype != torch.float32:
+            raise RuntimeError(f"unexpected parameter dtype {param.dtype}")
+    model.save_pretrained(str(out), safe_serialization=True)
+    # Older readers look for ``torch_dtype``; keep ``dtype`` for newer ones.
+    cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    cfg["torch_dtype"] = "float32"
+    _write_json(out / "config.json", cfg)
+
+    _write_json(
+        out / "generation_config.json",
+        {
+            "bos_token_id": ids["<s>"],
+            "eos_token_id": [ids["</s>"], ids["<|eot|>"]],
+            "pad_token_id": ids["<pad>"],
+            "do_sample": True,
+            "temperature": 0.8,
+            "top_p": 0.95,
+            "top_k": 50,
+            "repetition_penalty": 1.0,
+        },
+    )
+    (out / _MARKER).write_text(_BUILD_VERSION + "\n", encoding="utf-8")
+
+
+def _resolve(cache_dir: str | os.PathLike[str] | None) -> pathlib.Path:
+    """Resolve the target model directory."""
+    if cache_dir is None:
+        cache_dir = os.environ.get(ENV_VAR) or DEFAULT_CACHE_DIR
+    return pathlib.Path(cache_dir).expanduser().absolute()
+
+
+def _is_complete(path: pathlib.Path) -> bool:
+    """Whether ``path`` holds a finished build."""
+    marker = path / _MARKER
+    try:
+        return marker.read_text(encoding="utf-8").strip() == _BUILD_VERSION
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _locked(lock_path: pathlib.Path) -> Iterator[None]:
+    """Hold an exclusive fcntl lock on ``lock_path``."""
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _build_once(target: pathlib.Path, build: Callable[[pathlib.Path], None]) -> pathlib.Path:
+    """Run `build` into a temp dir beside `target` and rename it there, once, under a file lock."""
+    if _is_complete(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(target.parent / f".{target.name}.lock"):
+        if _is_complete(target):
+            return target
+        if target.exists():
+            shutil.rmtree(target)
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            build(tmp)
+            tmp.chmod(0o755)
+            for child in tmp.iterdir():
+                child.chmod(0o644)
+            os.rename(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return target
+
+
+def build_tiny_model(cache_dir: str | os.PathLike[str] | None = None) -> pathlib.Path:
+    """Build (once) and return the directory of the tiny Llama model."""
+    return _build_once(_resolve(cache_dir), _build)
+
+
+def build_tiny_lora(model_dir: str | os.PathLike[str], *, seed: int = 1, rank: int = 8) -> pathlib.Path:
+    """Build (once) a PEFT LoRA adapter for the tiny model, beside it; returns its directory."""
+    model = pathlib.Path(model_dir).expanduser().absolute()
+    target = model.parent / f"{model.name}-lora-{seed}-r{rank}"
+
+    def build(out: pathlib.Path) -> None:
+        import torch
+        from safetensors.torch import save_file
+
+        config = json.loads((model / "config.json").read_text(encoding="utf-8"))
+        hidden, inter = int(config["hidden_size"]), int(config["intermediate_size"])
+        shapes = {
+            "self_attn.q_proj": (hidden, hidden),
+            "self_attn.v_proj": (hidden, hidden),
+            "self_attn.o_proj": (hidden, hidden),
+            "mlp.down_proj": (inter, hidden),
+        }
+        generator = torch.Generator().manual_seed(seed)
+        tensors: dict[str, Any] = {}
+        for layer in range(int(config["num_hidden_layers"])):
+            for module, (fan_in, fan_out) in shapes.items():
+                prefix = f"base_model.model.model.layers.{layer}.{module}"
+                tensors[f"{prefix}.lora_A.weight"] = torch.randn(rank, fan_in, generator=generator) * 0.5
+                tensors[f"{prefix}.lora_B.weight"] = torch.randn(fan_out, rank, generator=generator) * 0.5
+        save_file(tensors, str(out / "adapter_model.safetensors"))
+        _write_json(
+            out / "adapter_config.json",
+            {
+                "peft_type": "LORA",
+                "r": rank,
+                "lora_alpha": 2 * rank,
+                "lora_dropout": 0.0,
+                "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"],
+                "bias": "none",
+                "task_type": "CAUSAL_LM",
+                "base_model_name_or_path": str(model),
+                "fan_in_fan_out": False,
+                "modules_to_save": None,
+            },
+        )
+        (out / _MARKER).write_text(_BUILD_VERSION, encoding="utf-8")
+
+    return _build_once(target, build)
+
+
+if __name__ == "__main__":
+    print(build_tiny_model())
