@@ -12,10 +12,11 @@ STAMP := $(VENV)/.synced
 AGAINST ?=
 PYTEST_ARGS ?=
 
-.PHONY: help setup gen check-gen compat lint typecheck pytest test
+.PHONY: help setup serve gen check-gen compat lint typecheck pytest test
 
 help:
 	@echo "make setup      create .venv and install the workspace (uv included)"
+	@echo "make serve      serve a worker over a real vLLM engine on a tiny local model (HTTP 8000, gRPC 50051)"
 	@echo "make test       ruff, mypy --strict, check-gen, compat and pytest (what CI runs)"
 	@echo "make gen        regenerate everything from spec/"
 	@echo "make check-gen  fail with a diff if generated files are stale"
@@ -29,6 +30,10 @@ $(STAMP): pyproject.toml uv.lock codegen/pyproject.toml $(wildcard packages/*/py
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --all-packages --group dev --locked
 	@touch $@
+
+serve: setup
+	$(BIN)/vllm-frontend serve --model "$$($(BIN)/python -m vllm_llm.tiny_model)" --served-model-name tiny \
+	  --dtype float32 --max-model-len 512 --host 127.0.0.1 --port 8000 --grpc-port 50051
 
 gen: setup
 	$(BIN)/wire-codegen gen

@@ -12,7 +12,7 @@ from vllm_llm import MockLlm
 from vllm_llm.engine_core import EngineCoreLlm
 from vllm_llm.wire import GenerateRequest, SamplingParams
 
-IMPLEMENTATIONS = ["mock", "engine_core"]
+IMPLEMENTATIONS = ["mock", "engine_core", "remote_mock", "remote_engine"]
 
 
 @pytest_asyncio.fixture
@@ -69,3 +69,56 @@ def harness(request: pytest.FixtureRequest) -> Harness:
     """Each implementation of the contract suite in turn."""
     h: Harness = request.getfixturevalue(f"{request.param}_harness")
     return h
+
+
+# ---- RemoteLlm over a GrpcFrontend (loopback) ------------------------------------------------------
+# Closing a remote stream cancels its call; the server aborts when the cancellation arrives, a moment
+# later, so `in_flight` waits (briefly) for the server's count to settle.
+
+
+@pytest_asyncio.fixture
+async def remote_mock_harness() -> AsyncIterator[Harness]:
+    """RemoteLlm -> GrpcFrontend -> a fresh MockLlm."""
+    from tests.grpc.serving import serving, settled_count
+    from vllm_remote_llm import RemoteLlm
+
+    llm = MockLlm(step_interval=0.001)
+
+    async def pause() -> None:
+        llm.pause()
+
+    async def resume() -> None:
+        llm.resume()
+
+    async def in_flight() -> int:
+        return await settled_count(lambda: llm.num_running)
+
+    async with serving(llm) as served:
+        remote = await RemoteLlm.connect(served.target, connect_timeout=10)
+        yield Harness("remote_mock", remote, pause, resume, in_flight)
+        await remote.shutdown()
+    await llm.shutdown()
+
+
+@pytest_asyncio.fixture
+async def remote_engine_harness(engine_llm: EngineCoreLlm) -> AsyncIterator[Harness]:
+    """RemoteLlm -> GrpcFrontend -> the session's EngineCoreLlm."""
+    from tests.grpc.serving import serving, settled_count
+    from vllm_remote_llm import RemoteLlm
+
+    async def pause() -> None:
+        await engine_llm.pause(mode="keep")
+
+    async def resume() -> None:
+        await engine_llm.resume()
+
+    async def in_flight() -> int:
+        return await settled_count(lambda: engine_llm.num_in_flight) + await engine_requests(engine_llm)
+
+    async with serving(engine_llm) as served:
+        remote = await RemoteLlm.connect(served.target, connect_timeout=30)
+        yield Harness(
+            "remote_engine", remote, pause, resume, in_flight, prompt=[1, 286, 669, 596, 267, 653, 650]
+        )
+        await remote.shutdown()
+    assert await settled_count(lambda: engine_llm.num_in_flight) == 0

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 from tokenizers import Tokenizer
 
-from tests.conftest import VllmOracle
 from tests.llm.harness import collect
+from tests.oracle.client import VllmOracle
 from vllm_llm import EngineCoreLlm, Unsupported
 from vllm_llm.tiny_model import build_tiny_lora
 from vllm_llm.wire import (
@@ -44,7 +44,7 @@ async def test_greedy_tokens_and_logprobs_equal_vllm_generate(
         *[collect(await engine_llm.generate(_greedy(f"g{i}", p, logprobs=2))) for i, p in enumerate(PROMPTS)]
     )
     theirs = vllm_oracle.generate(
-        PROMPTS, [{"temperature": 0.0, "max_tokens": 12, "ignore_eos": True, "logprobs": 2}] * len(PROMPTS)
+        [(p, {"temperature": 0.0, "max_tokens": 12, "ignore_eos": True, "logprobs": 2}) for p in PROMPTS]
     )
     for got, want in zip(ours, theirs, strict=True):
         choice = want["outputs"][0]
@@ -54,9 +54,9 @@ async def test_greedy_tokens_and_logprobs_equal_vllm_generate(
         rows = [r for o in got.outputs for r in (o.logprobs or [])]
         for row, position in zip(rows, choice["logprobs"], strict=True):
             ours_map = dict(zip(row.token_ids, row.logprobs, strict=True))
-            assert set(ours_map) == {int(t) for t in position}
-            for token, entry in position.items():
-                assert ours_map[int(token)] == pytest.approx(entry["logprob"], abs=1e-5)
+            assert set(ours_map) == {token for token, _, _, _ in position}
+            for token, logprob, _, _ in position:
+                assert ours_map[token] == pytest.approx(logprob, abs=1e-5)
 
 
 # ---- every field reaches the engine ---------------------------------------------------------------

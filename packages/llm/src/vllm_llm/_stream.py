@@ -36,6 +36,8 @@ class GenerateStream:
             raise StopAsyncIteration
         try:
             out = await self._outputs.__anext__()
+        except asyncio.CancelledError:
+            raise  # the reader was cancelled, not the request: closing the stream must still abort it
         except BaseException:
             # The producer failed (or ended without a final output): nothing left to abort there.
             self._done = True

@@ -129,7 +129,7 @@ class EngineCoreLlm(Llm):
         self._lowering = Lowering(vllm_config, tokenizer)
         self._info = info
         if self._shut_down:
-            await asyncio.to_thread(client.shutdown)
+            await _shutdown_client(client)
             return
         self._output_task = asyncio.get_running_loop().create_task(self._output_loop())
         self._ready.send(True)
@@ -157,7 +157,7 @@ class EngineCoreLlm(Llm):
         self._fail_all(Unavailable("the engine was shut down"))
         client, self._client = self._client, None
         if client is not None:
-            await asyncio.to_thread(client.shutdown)
+            await _shutdown_client(client)
 
     # ---- the Llm interface ------------------------------------------------------------------------
 
@@ -271,6 +271,10 @@ class EngineCoreLlm(Llm):
         """Call `method` on every worker; one result per worker."""
         client = self._require_client()
         return list(await self._call(client.collective_rpc_async(method, rpc_timeout, args, kwargs)))
+
+    async def profile(self, *, is_start: bool, prefix: str | None = None) -> None:
+        """Start or stop the torch profiler on every worker (needs a configured profiler)."""
+        await self._call(self._require_client().profile_async(is_start, prefix))
 
     def kv_event_sources(self) -> dict[int, dict[str, Any]]:
         """The KV-cache event publishers of the engines, keyed by data-parallel rank."""
@@ -402,6 +406,22 @@ class EngineCoreLlm(Llm):
             and not self._sleeping
         )
         self._ready.send(ready)
+
+
+async def _shutdown_client(client: Any) -> None:
+    """Stop the engines (blocking, so in a thread), then release the client's ZMQ context.
+
+    vLLM closes the client's sockets through a callback it queues on this loop and never terminates the
+    context; terminate it once that callback has run, so no context outlives the client.
+    """
+    await asyncio.to_thread(client.shutdown)
+    loop = asyncio.get_running_loop()
+    closed = loop.create_future()
+    loop.call_soon(closed.set_result, None)  # runs after vLLM's queued socket-closing callback
+    await closed
+    ctx = getattr(getattr(client, "resources", None), "ctx", None)
+    if ctx is not None:
+        ctx.destroy(linger=0)
 
 
 def _as_dict(cfg: Any) -> dict[str, Any]:

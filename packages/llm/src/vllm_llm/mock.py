@@ -76,6 +76,7 @@ class MockLlm(Llm):
         self._health = WatchSender(True)
         self._ready = WatchSender(True)
         self._running: dict[int, _Running] = {}
+        self._num_running = WatchSender(0)
         self._by_external: dict[str, set[int]] = {}
         self._ids = itertools.count()
         self._wakeup = asyncio.Event()
@@ -109,6 +110,7 @@ class MockLlm(Llm):
         internal = next(self._ids)
         channel = OutputChannel(coalesce=self._coalesce)
         self._running[internal] = _Running(request, channel)
+        self._num_running.send(len(self._running))
         self._by_external.setdefault(request.request_id, set()).add(internal)
         self._ensure_loop()
 
@@ -157,6 +159,10 @@ class MockLlm(Llm):
     def num_running(self) -> int:
         """Requests in flight (the engine's state)."""
         return len(self._running)
+
+    def subscribe_running(self) -> Watch[int]:
+        """The number of requests in flight, watchable (e.g. to wait until an abort arrived)."""
+        return self._num_running.subscribe()
 
     def token_at(self, prompt_token_ids: Sequence[int], index: int) -> int:
         """The unmasked token the mock produces at output position `index` for a prompt."""
@@ -289,6 +295,7 @@ class MockLlm(Llm):
 
     def _finish(self, internal: int) -> _Running:
         running = self._running.pop(internal)
+        self._num_running.send(len(self._running))
         ext = running.request.request_id
         ids = self._by_external.get(ext)
         if ids is not None:

@@ -1,0 +1,104 @@
+"""The client channel of a RemoteLlm: credentials, options, and the service config that balances.
+
+The service config asks gRPC itself to balance: `round_robin` over every address the target resolves
+to, client-side health checking (gRFC A17) on `vllm.internal.Llm` so only serving workers are picked,
+and a retry of calls that fail with UNAVAILABLE before any response (a draining or vanished worker),
+which gRPC sends to the next worker.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from vllm_llm.wire import SERVICE_NAME
+
+SERVICE_CONFIG = json.dumps(
+    {
+        "loadBalancingConfig": [{"round_robin": {}}],
+        "healthCheckConfig": {"serviceName": SERVICE_NAME},
+        "methodConfig": [
+            {
+                "name": [{"service": SERVICE_NAME}],
+                "retryPolicy": {
+                    "maxAttempts": 3,
+                    "initialBackoff": "0.05s",
+                    "maxBackoff": "0.5s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ],
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteTls:
+    """TLS to the server: roots to trust (system roots when None), a client certificate for mTLS."""
+
+    root_certificates: bytes | None = None
+    certificate_chain: bytes | None = None
+    private_key: bytes | None = None
+    #: The name the server's certificate must carry, when it is not the target's host.
+    server_name: str | None = None
+
+    @classmethod
+    def from_files(
+        cls,
+        *,
+        ca_certs: Path | None = None,
+        certfile: Path | None = None,
+        keyfile: Path | None = None,
+        server_name: str | None = None,
+    ) -> RemoteTls:
+        """Read the PEM files."""
+        return cls(
+            root_certificates=ca_certs.read_bytes() if ca_certs is not None else None,
+            certificate_chain=certfile.read_bytes() if certfile is not None else None,
+            private_key=keyfile.read_bytes() if keyfile is not None else None,
+            server_name=server_name,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Keepalive:
+    """Client keepalive pings, to notice a dead worker without waiting for TCP (seconds)."""
+
+    time: float = 30.0
+    timeout: float = 10.0
+
+
+def open_channel(
+    target: str, *, tls: RemoteTls | None, keepalive: Keepalive | None, max_message_bytes: int
+) -> grpc.aio.Channel:
+    """A channel to `target` (any gRPC target string) that balances over its addresses."""
+    options: list[tuple[str, Any]] = [
+        ("grpc.service_config", SERVICE_CONFIG),
+        # Ours, not one a DNS TXT record may carry.
+        ("grpc.service_config_disable_resolution", 1),
+        ("grpc.enable_retries", 1),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+    ]
+    if keepalive is not None:
+        options += [
+            ("grpc.keepalive_time_ms", int(keepalive.time * 1000)),
+            ("grpc.keepalive_timeout_ms", int(keepalive.timeout * 1000)),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+        ]
+    if tls is None:
+        return grpc.aio.insecure_channel(target, options=options)
+    if tls.server_name is not None:
+        options.append(("grpc.ssl_target_name_override", tls.server_name))
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=tls.root_certificates,
+        private_key=tls.private_key,
+        certificate_chain=tls.certificate_chain,
+    )
+    return grpc.aio.secure_channel(target, credentials, options=options)

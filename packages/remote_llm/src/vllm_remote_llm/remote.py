@@ -1,0 +1,213 @@
+"""`RemoteLlm`: an `Llm` over a server's `vllm.internal.Llm` and `grpc.health.v1`, and nothing else.
+
+- `connect` calls Info and adopts the server's `LlmInfo` (dtype included), after checking that the
+  server's wire revision is within one of ours.
+- The target is any gRPC target string; several workers behind it are balanced by gRPC itself
+  (round_robin with client-side health checking, see `_channel`).
+- Readiness is the servers' health status of `vllm.internal.Llm`, watched (true while any worker
+  serves); health stays true: a failing server makes this Llm unready, not failed.
+- `generate` reads the call's first output before returning the stream, so a validation error of the
+  server (its status, which arrives before any output) is raised by `generate` itself.
+- `abort` cancels the calls of the requests this RemoteLlm started, which reaches exactly the worker
+  serving each (see `_call`); ids it did not start go to the server through the Abort RPC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+import msgspec
+
+from vllm_llm import (
+    GenerateStream,
+    InvalidRequest,
+    Llm,
+    PromptTooLong,
+    Remote,
+    Unavailable,
+    Watch,
+    WatchSender,
+)
+from vllm_llm.wire import (
+    INFO,
+    SERVICE_NAME,
+    WIRE_REVISION,
+    AbortRequest,
+    GenerateRequest,
+    InfoRequest,
+    LlmInfo,
+    decode,
+    encode,
+)
+from vllm_remote_llm._call import CallOutputs
+from vllm_remote_llm._channel import Keepalive, RemoteTls, open_channel
+from vllm_remote_llm._errors import WireRevisionMismatch, translate_errors
+from vllm_remote_llm._grpc_wire import LlmStub
+from vllm_remote_llm._readiness import ReadinessWatch
+
+DEFAULT_KEEPALIVE = Keepalive()
+
+
+class _Revision(msgspec.Struct):
+    """The one field of LlmInfo read before the rest, so any revision can be told apart."""
+
+    wire_revision: int
+
+
+class RemoteLlm(Llm):
+    """An `Llm` served by one or more remote servers behind a gRPC target; build it with `connect`."""
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        info: LlmInfo,
+        *,
+        metadata: tuple[tuple[str, str], ...],
+        timeout: float | None,
+    ) -> None:
+        """Use `connect`; this takes over an open channel and the already adopted info."""
+        self._channel = channel
+        self._stub = LlmStub(channel)
+        self._info = info
+        self._metadata = metadata
+        self._timeout = timeout
+        self._health = WatchSender(True)
+        self._readiness = ReadinessWatch(channel, SERVICE_NAME, metadata)
+        self._calls: dict[str, set[CallOutputs]] = {}
+        self._shut_down = False
+
+    @classmethod
+    async def connect(
+        cls,
+        target: str,
+        *,
+        tls: RemoteTls | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109  # a per-call setting kept by the RemoteLlm
+        keepalive: Keepalive | None = DEFAULT_KEEPALIVE,
+        max_message_bytes: int = 64 << 20,
+        connect_timeout: float | None = 30.0,
+    ) -> RemoteLlm:
+        """Connect to `target`, wait (up to `connect_timeout` s) for a serving worker and adopt its info.
+
+        `timeout` bounds unary calls and the wait for a request's first output (None: no bound).
+        """
+        channel = open_channel(target, tls=tls, keepalive=keepalive, max_message_bytes=max_message_bytes)
+        metadata = (("authorization", f"Bearer {api_key}"),) if api_key is not None else ()
+        llm: RemoteLlm | None = None
+        try:
+            info = await _fetch_info(channel, metadata, within=connect_timeout)
+            llm = cls(channel, info, metadata=metadata, timeout=timeout)
+            await llm._readiness.start(first_within=connect_timeout)
+        except BaseException:
+            await (llm.shutdown() if llm is not None else channel.close())
+            raise
+        return llm
+
+    # ---- the Llm interface ------------------------------------------------------------------------
+
+    def info(self) -> LlmInfo:
+        """The server's LlmInfo, adopted at connect."""
+        return self._info
+
+    def subscribe_health(self) -> Watch[bool]:
+        """Always true: a failing server makes this Llm unready, not failed."""
+        return self._health.subscribe()
+
+    def subscribe_readiness(self) -> Watch[bool]:
+        """True while a server behind the target serves `vllm.internal.Llm`."""
+        return self._readiness.subscribe()
+
+    async def generate(self, request: GenerateRequest) -> GenerateStream:
+        """Check what LlmInfo allows, start the call and return its stream once the first output came."""
+        self._check(request)
+        call = self._stub.Generate(request, metadata=self._metadata)
+        outputs = CallOutputs(call, request.request_id, self._forget)
+        self._calls.setdefault(request.request_id, set()).add(outputs)
+        await outputs.start(self._timeout)
+
+        async def on_abort() -> None:
+            outputs.close()
+
+        return GenerateStream(request.request_id, outputs, on_abort)
+
+    async def abort(self, request_ids: Sequence[str]) -> None:
+        """Abort by external id: cancel our own calls, send the other ids to the server's Abort."""
+        if not request_ids:
+            raise InvalidRequest("request_ids must not be empty", param="request_ids")
+        self._check_open()
+        elsewhere: list[str] = []
+        for rid in dict.fromkeys(request_ids):
+            calls = self._calls.get(rid)
+            if calls:
+                for outputs in list(calls):
+                    outputs.abort()
+            else:
+                elsewhere.append(rid)
+        if elsewhere:
+            with translate_errors():
+                await self._stub.Abort(
+                    AbortRequest(request_ids=elsewhere), metadata=self._metadata, timeout=self._timeout
+                )
+
+    async def shutdown(self) -> None:
+        """Cancel every call, stop watching and close the channel."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        for calls in list(self._calls.values()):
+            for outputs in list(calls):
+                outputs.close()
+        await self._readiness.close()
+        await self._channel.close()
+
+    # ---- internals ---------------------------------------------------------------------------------
+
+    def _check(self, request: GenerateRequest) -> None:
+        """Reject locally what the adopted LlmInfo already rules out (the server checks the rest)."""
+        self._check_open()
+        prompt = request.prompt_token_ids
+        if not prompt:
+            raise InvalidRequest(
+                f"request {request.request_id!r} has an empty prompt", param="prompt_token_ids"
+            )
+        vocab = self._info.vocab_size
+        if min(prompt) < 0 or max(prompt) >= vocab:
+            raise InvalidRequest(f"prompt token ids must be in [0, {vocab})", param="prompt_token_ids")
+        if len(prompt) >= self._info.max_model_len:
+            raise PromptTooLong(max_model_len=self._info.max_model_len, prompt_len=len(prompt))
+
+    def _check_open(self) -> None:
+        if self._shut_down:
+            raise Unavailable("the RemoteLlm was shut down")
+
+    def _forget(self, outputs: CallOutputs) -> None:
+        calls = self._calls.get(outputs.request_id)
+        if calls is not None:
+            calls.discard(outputs)
+            if not calls:
+                del self._calls[outputs.request_id]
+
+
+async def _fetch_info(
+    channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...], *, within: float | None
+) -> LlmInfo:
+    """The server's LlmInfo, once a worker serves; its wire revision must be adjacent to ours."""
+    # Raw bytes, so a server at any revision gets the revision error rather than a decoding error.
+    info_call = channel.unary_unary(INFO.path, request_serializer=encode, response_deserializer=None)
+    try:
+        with translate_errors():
+            raw: bytes = await info_call(
+                InfoRequest(), metadata=metadata, timeout=within, wait_for_ready=True
+            )
+    except Unavailable as exc:
+        bound = f" within {within} s" if within is not None else ""
+        raise Unavailable(f"no server behind the target served{bound}: {exc.message}") from exc
+    try:
+        revision = decode(raw, _Revision).wire_revision
+        if abs(revision - WIRE_REVISION) > 1:
+            raise WireRevisionMismatch(server_revision=revision, client_revision=WIRE_REVISION)
+        return decode(raw, LlmInfo)
+    except msgspec.DecodeError as exc:
+        raise Remote(f"the server sent an undecodable LlmInfo: {exc}", code="DATA_LOSS") from exc

@@ -1,0 +1,228 @@
+"""`vllm-frontend serve`: a worker (`--model`), a router frontend (`--remote`) or a demo (`--mock`).
+
+Flags follow `vllm serve` where they overlap. SIGTERM and SIGINT drain and stop the server (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vllm_server.config import EngineCoreConfig, FrontendConfig, LoraModule, ServerConfig
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return int(args.func(args))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vllm-frontend", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(required=True, dest="command")
+    serve = sub.add_parser("serve", help="serve the HTTP API and the internal gRPC service")
+    source = serve.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="serve a vLLM engine core over this model (a worker)")
+    source.add_argument(
+        "--remote", metavar="TARGET", help="serve over workers at this gRPC target (a router)"
+    )
+    source.add_argument("--mock", action="store_true", help="serve a MockLlm with the tiny model's tokenizer")
+
+    net = serve.add_argument_group("listeners")
+    net.add_argument("--host", default="127.0.0.1")
+    net.add_argument("--port", type=int, default=8000)
+    net.add_argument("--grpc-port", type=int, default=50051, help="0 picks a free port; -1 serves no gRPC")
+    net.add_argument("--grpc-host", default=None)
+    net.add_argument("--ssl-certfile", type=Path)
+    net.add_argument("--ssl-keyfile", type=Path)
+    net.add_argument("--ssl-ca-certs", type=Path, help="require gRPC client certificates signed by these CAs")
+    net.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY"))
+    net.add_argument("--allowed-origins", type=json.loads, default=[], help='JSON list, e.g. ["*"]')
+    net.add_argument("--allow-credentials", action="store_true")
+    net.add_argument("--shutdown-grace-period", type=float, default=30.0)
+    net.add_argument("--max-request-body-bytes", type=int, default=32 << 20)
+
+    model = serve.add_argument_group("model")
+    model.add_argument("--served-model-name", nargs="+", default=[])
+    model.add_argument("--tokenizer")
+    model.add_argument("--chat-template", help="a chat template file (overrides the tokenizer's)")
+    model.add_argument("--dtype", default="auto")
+    model.add_argument("--max-model-len", type=int)
+    model.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    model.add_argument("--seed", type=int, default=0)
+    model.add_argument("--max-num-seqs", type=int)
+    model.add_argument("--max-num-batched-tokens", type=int)
+    model.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    model.add_argument("--enable-lora", action="store_true")
+    model.add_argument("--max-loras", type=int, default=1)
+    model.add_argument("--max-lora-rank", type=int, default=16)
+    model.add_argument("--lora-modules", nargs="+", default=[], metavar="NAME=PATH")
+    model.add_argument("--enable-sleep-mode", action="store_true")
+    model.add_argument("--structured-outputs-backend", default="auto")
+    model.add_argument("--disable-log-stats", action="store_true")
+    model.add_argument("--profiler-dir")
+
+    modes = serve.add_argument_group("modes")
+    modes.add_argument("--dev-mode", action="store_true", default=_env_flag("VLLM_SERVER_DEV_MODE"))
+    modes.add_argument(
+        "--enable-runtime-lora", action="store_true", default=_env_flag("VLLM_ALLOW_RUNTIME_LORA_UPDATING")
+    )
+    modes.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
+
+    remote = serve.add_argument_group("remote workers (--remote)")
+    remote.add_argument("--remote-timeout", type=float, default=None, help="per-call deadline in seconds")
+    remote.add_argument("--remote-ca-certs", type=Path, help="CA bundle that worker certificates chain to")
+    remote.add_argument("--remote-certfile", type=Path, help="client certificate for mTLS to the workers")
+    remote.add_argument("--remote-keyfile", type=Path)
+    remote.add_argument("--remote-api-key", default=None)
+    serve.set_defaults(func=_serve)
+    return parser
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def frontend_config(args: argparse.Namespace) -> FrontendConfig:
+    """The FrontendConfig of parsed `serve` arguments."""
+    tokenizer = args.tokenizer
+    if args.mock and tokenizer is None:
+        from vllm_llm.tiny_model import build_tiny_model
+
+        tokenizer = str(build_tiny_model())
+    server = ServerConfig(
+        host=args.host,
+        port=args.port,
+        grpc_port=None if args.grpc_port < 0 else args.grpc_port,
+        grpc_host=args.grpc_host,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        ssl_ca_certs=args.ssl_ca_certs,
+        api_key=args.api_key,
+        served_model_name=tuple(args.served_model_name),
+        allowed_origins=tuple(args.allowed_origins),
+        allow_credentials=args.allow_credentials,
+        dev_mode=args.dev_mode,
+        enable_runtime_lora=args.enable_runtime_lora,
+        tokenizer=tokenizer,
+        chat_template=_read(args.chat_template),
+        shutdown_grace_period=args.shutdown_grace_period,
+        max_request_body_bytes=args.max_request_body_bytes,
+        log_level=args.log_level,
+    )
+    if args.model is None:
+        return FrontendConfig(server=server)
+    engine = EngineCoreConfig(
+        model=args.model,
+        tokenizer=args.tokenizer,
+        dtype=args.dtype,
+        max_model_len=args.max_model_len,
+        data_parallel_size=args.data_parallel_size,
+        seed=args.seed,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        enable_prefix_caching=args.enable_prefix_caching,
+        enable_lora=args.enable_lora or args.enable_runtime_lora,
+        max_loras=args.max_loras,
+        max_lora_rank=args.max_lora_rank,
+        lora_modules=tuple(_lora_module(m) for m in args.lora_modules),
+        enable_sleep_mode=args.enable_sleep_mode,
+        structured_outputs_backend=args.structured_outputs_backend,
+        log_stats=not args.disable_log_stats,
+        randomize_request_ids=not _env_flag("VLLM_DISABLE_REQUEST_ID_RANDOMIZATION"),
+        profiler_dir=args.profiler_dir,
+    )
+    return FrontendConfig(server=server, engine_core=engine)
+
+
+def _read(path: str | None) -> str | None:
+    return Path(path).read_text(encoding="utf-8") if path else None
+
+
+def _lora_module(spec: str) -> LoraModule:
+    if spec.startswith("{"):
+        data: dict[str, Any] = json.loads(spec)
+        return LoraModule(name=data["name"], path=data["path"], base_model_name=data.get("base_model_name"))
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise SystemExit(f"--lora-modules: expected NAME=PATH, got {spec!r}")
+    return LoraModule(name=name, path=path)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    config = frontend_config(args)
+    return asyncio.run(_run(config, args))
+
+
+async def _run(config: FrontendConfig, args: argparse.Namespace) -> int:
+    from vllm_llm import Llm
+    from vllm_server.server import Server
+    from vllm_server.source import LlmSource
+
+    shutdown = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, shutdown.set)
+    provided: Llm | None = None
+    if config.engine_core is not None:
+        source = LlmSource.engine_core(config.engine_core)
+    else:
+        provided = await _provided_llm(config, args)
+        source = LlmSource.provided(provided)
+    try:
+        await Server(config, source).serve(shutdown)
+    finally:
+        if provided is not None:
+            await provided.shutdown()
+    return 0
+
+
+async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any:
+    if args.mock:
+        from vllm_llm import MockLlm
+        from vllm_llm.text import TextTokenizer
+        from vllm_llm.wire import WIRE_REVISION, LlmInfo, ModelDtype
+
+        tokenizer_dir = config.server.tokenizer
+        assert tokenizer_dir is not None
+        tok = TextTokenizer.from_dir(Path(tokenizer_dir))
+        info = LlmInfo(
+            model="mock",
+            served_model_name=(config.server.served_model_name or ("mock",))[0],
+            tokenizer=tokenizer_dir,
+            dtype=ModelDtype.FLOAT32,
+            max_model_len=args.max_model_len or 512,
+            vocab_size=tok.vocab_size,
+            eos_token_id=tok.eos_token_id,
+            wire_revision=WIRE_REVISION,
+        )
+        return MockLlm(info=info, step_interval=0.01)
+    from vllm_remote_llm import RemoteLlm, RemoteTls
+
+    tls = None
+    if args.remote_ca_certs or args.remote_certfile:
+        tls = RemoteTls(
+            root_certificates=args.remote_ca_certs.read_bytes() if args.remote_ca_certs else None,
+            certificate_chain=args.remote_certfile.read_bytes() if args.remote_certfile else None,
+            private_key=args.remote_keyfile.read_bytes() if args.remote_keyfile else None,
+        )
+    return await RemoteLlm.connect(
+        args.remote, tls=tls, api_key=args.remote_api_key, timeout=args.remote_timeout
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

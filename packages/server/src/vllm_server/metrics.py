@@ -1,0 +1,188 @@
+"""Prometheus metrics under vLLM's metric names (`vllm:*`), one registry per server.
+
+Request metrics are recorded where the tokens pass (the HTTP and gRPC handlers): a handler calls
+`metrics.start(...)`, reports each delta to the returned `RequestMetrics`, and finishes it once.
+Engine gauges (running / waiting requests, KV-cache usage) come from the engine's scheduler stats
+when the server owns an engine core, else from the server's own count of requests in flight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+_LATENCY_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+)
+_E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0)
+_TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+
+#: Scheduler stats per engine index (vLLM SchedulerStats objects), or None without an engine.
+EngineStats = Callable[[], dict[int, Any] | None]
+
+
+class RequestMetrics:
+    """The metrics of one request: feed it deltas, then finish it once."""
+
+    __slots__ = ("_first", "_last", "_m", "_start", "_tokens", "done")
+
+    def __init__(self, metrics: Metrics, prompt_tokens: int) -> None:
+        self._m = metrics
+        self._start = self._last = time.perf_counter()
+        self._first = True
+        self._tokens = 0
+        self.done = False
+        metrics.in_flight += 1
+        metrics.prompt_tokens.labels(metrics.model_name).inc(prompt_tokens)
+        metrics.request_prompt_tokens.labels(metrics.model_name).observe(prompt_tokens)
+
+    def tokens(self, n: int) -> None:
+        """`n` new output tokens arrived now."""
+        if n <= 0:
+            return
+        now = time.perf_counter()
+        m = self._m
+        if self._first:
+            self._first = False
+            m.ttft.labels(m.model_name).observe(now - self._start)
+        else:
+            m.itl.labels(m.model_name).observe((now - self._last) / n)
+        self._last = now
+        self._tokens += n
+        m.generation_tokens.labels(m.model_name).inc(n)
+
+    def finish(self, reason: str | None) -> None:
+        """The request ended with `reason` (None: failed or cancelled)."""
+        if self.done:
+            return
+        self.done = True
+        m = self._m
+        m.in_flight -= 1
+        m.e2e.labels(m.model_name).observe(time.perf_counter() - self._start)
+        m.request_generation_tokens.labels(m.model_name).observe(self._tokens)
+        if reason is not None:
+            m.success.labels(m.model_name, reason).inc()
+
+
+class Metrics:
+    """The server's Prometheus registry."""
+
+    def __init__(self, model_name: str, engine_stats: EngineStats) -> None:
+        self.model_name = model_name
+        self.in_flight = 0
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        labels = ["model_name"]
+        self.prompt_tokens = Counter(
+            "vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=r
+        )
+        self.generation_tokens = Counter(
+            "vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=r
+        )
+        self.success = Counter(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            [*labels, "finished_reason"],
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            labels,
+            buckets=_E2E_BUCKETS,
+            registry=r,
+        )
+        self.request_prompt_tokens = Histogram(
+            "vllm:request_prompt_tokens",
+            "Number of prefill tokens processed.",
+            labels,
+            buckets=_TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.request_generation_tokens = Histogram(
+            "vllm:request_generation_tokens",
+            "Number of generation tokens processed.",
+            labels,
+            buckets=_TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.http_requests = Counter(
+            "http_requests",
+            "HTTP requests by handler, method and status.",
+            ["handler", "method", "status"],
+            registry=r,
+        )
+        self.healthy = Gauge("vllm:healthy", "1 while the Llm is alive.", labels, registry=r)
+        self.ready = Gauge("vllm:ready", "1 while the server takes new requests.", labels, registry=r)
+        r.register(_EngineCollector(self, engine_stats))
+
+    def start(self, prompt_tokens: int) -> RequestMetrics:
+        """Start recording one request."""
+        return RequestMetrics(self, prompt_tokens)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition."""
+        return generate_latest(self.registry)
+
+
+class _EngineCollector(Collector):
+    """Scheduler gauges, read when scraped."""
+
+    def __init__(self, metrics: Metrics, engine_stats: EngineStats) -> None:
+        self._m = metrics
+        self._stats = engine_stats
+
+    def collect(self) -> Any:
+        name = self._m.model_name
+        stats = self._stats()
+        if stats:
+            running = sum(s.num_running_reqs for s in stats.values())
+            waiting = sum(s.num_waiting_reqs for s in stats.values())
+            usage = sum(s.kv_cache_usage for s in stats.values()) / len(stats)
+        else:
+            running, waiting, usage = self._m.in_flight, 0, 0.0
+        for metric, doc, value in (
+            ("vllm:num_requests_running", "Number of requests in model execution batches.", running),
+            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting),
+            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage),
+        ):
+            family = GaugeMetricFamily(metric, doc, labels=["model_name"])
+            family.add_metric([name], float(value))
+            yield family
+
+    def describe(self) -> Any:
+        return []

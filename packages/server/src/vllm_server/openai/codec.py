@@ -1,0 +1,51 @@
+"""JSON in and out: request bodies decoded into msgspec Structs, responses encoded with one msgspec Encoder.
+
+Decoding failures become `RequestError` (HTTP 400, OpenAI-style body) naming the offending field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeVar
+
+import msgspec
+from fastapi import Request, Response
+
+from vllm_server.errors import RequestError
+
+__all__ = ["decode_body", "encode", "json_response"]
+
+T = TypeVar("T")
+
+_ENCODER = msgspec.json.Encoder()
+_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+_PATH = re.compile(r"`\$\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def encode(obj: object) -> bytes:
+    """`obj` as JSON bytes."""
+    return _ENCODER.encode(obj)
+
+
+def json_response(obj: object) -> Response:
+    """A JSON response of `obj`, encoded once with msgspec."""
+    return Response(_ENCODER.encode(obj), media_type="application/json")
+
+
+async def decode_body(request: Request, type_: type[T]) -> T:
+    """The request's JSON body as `type_`; `RequestError` for another media type, bad JSON or bad fields."""
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise RequestError("Unsupported Media Type: Only 'application/json' is allowed")
+    decoder = _DECODERS.get(type_)
+    if decoder is None:
+        decoder = _DECODERS[type_] = msgspec.json.Decoder(type_)
+    body = await request.body()
+    try:
+        decoded: T = decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        match = _PATH.search(str(exc))
+        raise RequestError(str(exc), param=match.group(1) if match else None) from exc
+    except msgspec.DecodeError as exc:
+        raise RequestError(f"JSON decode error: {exc}") from exc
+    return decoded

@@ -1,0 +1,34 @@
+"""The bodies of `POST /tokenize` (a prompt or chat messages) and `POST /detokenize`, as vLLM's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from vllm_llm import ChatMessage
+
+__all__ = ["DetokenizeBody", "TokenizeBody"]
+
+
+class TokenizeBody(msgspec.Struct, kw_only=True):
+    """TokenizeCompletionRequest (`prompt`) or TokenizeChatRequest (`messages`)."""
+
+    model: str | None = None
+    prompt: str | None = None
+    messages: list[ChatMessage] | None = None
+    add_special_tokens: bool | None = None
+    """Default: true for a prompt, false for messages (the template writes them), as vLLM."""
+    return_token_strs: bool | None = False
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    chat_template: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+
+
+class DetokenizeBody(msgspec.Struct, kw_only=True):
+    """DetokenizeRequest."""
+
+    tokens: list[int]
+    model: str | None = None

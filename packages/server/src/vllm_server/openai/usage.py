@@ -1,0 +1,30 @@
+"""OpenAI `usage` objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_llm import TextUsage
+
+__all__ = ["usage_json", "usage_of"]
+
+
+def usage_json(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
+    """vLLM's UsageInfo; `prompt_tokens_details.cached_tokens` only when some prompt tokens were cached."""
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+    }
+    if cached_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return usage
+
+
+def usage_of(usages: list[TextUsage]) -> dict[str, Any]:
+    """The usage of several text requests (the prompts of one completion request) together."""
+    return usage_json(
+        sum(u.prompt_tokens for u in usages),
+        sum(u.completion_tokens for u in usages),
+        sum(u.cached_tokens for u in usages),
+    )

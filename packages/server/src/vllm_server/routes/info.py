@@ -1,0 +1,79 @@
+"""Facts about the server: `/v1/models`, `/version`, `/load`, `/server_info`, `/metrics`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from vllm_server.state import ServerState
+
+SERVER_VERSION = "0.1.0"
+_CREATED = int(time.time())
+
+
+def router(state: ServerState) -> APIRouter:
+    """Model list, versions, load, flat config and Prometheus metrics."""
+    r = APIRouter()
+
+    @r.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        """The served model names (and LoRA adapters), OpenAI style."""
+        state.text()
+        info = state.llm.info()
+        root = state.served_model_names[0]
+        cards = [_card(name, info.model, None, info.max_model_len) for name in state.served_model_names]
+        cards += [
+            _card(name, module.path, root, info.max_model_len)
+            for name, (module, _) in state.lora_modules.items()
+        ]
+        return {"object": "list", "data": cards}
+
+    @r.get("/version")
+    async def version() -> dict[str, Any]:
+        """The engine's vLLM version and this frontend's version."""
+        try:
+            engine_version = state.llm.info().vllm_version
+        except Exception:
+            engine_version = None
+        return {"version": engine_version, "frontend_version": SERVER_VERSION}
+
+    @r.get("/load")
+    async def server_load() -> dict[str, int]:
+        """Requests in progress on this server."""
+        return {"server_load": state.load.in_progress}
+
+    @r.get("/server_info")
+    async def server_info() -> dict[str, Any]:
+        """The server's configuration as one flat mapping."""
+        info: dict[str, Any] = {"config": state.config.flat()}
+        try:
+            llm_info = state.llm.info()
+            info["llm_info"] = {f: getattr(llm_info, f) for f in llm_info.__struct_fields__}
+        except Exception:
+            info["llm_info"] = None
+        info["engine_core"] = state.engine is not None
+        return info
+
+    @r.get("/metrics")
+    async def metrics() -> Response:
+        """Prometheus metrics."""
+        state.metrics.healthy.labels(state.metrics.model_name).set(float(state.llm.subscribe_health().value))
+        state.metrics.ready.labels(state.metrics.model_name).set(float(state.subscribe_readiness().value))
+        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return r
+
+
+def _card(name: str, root: str, parent: str | None, max_model_len: int) -> dict[str, Any]:
+    return {
+        "id": name,
+        "object": "model",
+        "created": _CREATED,
+        "owned_by": "vllm",
+        "root": root,
+        "parent": parent,
+        "max_model_len": max_model_len,
+        "permission": [],
+    }

@@ -1,0 +1,90 @@
+"""`ServerState`: what every route and service reads, built in one place (the server's wiring).
+
+The text and chat layers need the Llm's info (its tokenizer), so they exist once the Llm is ready;
+until then `text()` / `chat()` raise `Unavailable` (HTTP 503).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vllm_llm import ChatLlm, EngineCoreLlm, Llm, TextLlm, Unavailable
+from vllm_llm.watch import Watch, WatchSender
+from vllm_server.config import FrontendConfig, LoraModule
+from vllm_server.metrics import Metrics
+from vllm_server.middleware import LoadCounter
+
+
+@dataclass
+class ServerState:
+    """The server's shared state."""
+
+    config: FrontendConfig
+    llm: Llm
+    #: The engine core, only when the server owns it (LlmSource.engine_core); None for a provided Llm.
+    engine: EngineCoreLlm | None
+    metrics: Metrics
+    load: LoadCounter = field(default_factory=LoadCounter)
+    #: LoRA adapters served as models: name -> (adapter, lora_int_id).
+    lora_modules: dict[str, tuple[LoraModule, int]] = field(default_factory=dict)
+    _text: TextLlm | None = None
+    _chat: ChatLlm | None = None
+    _names: tuple[str, ...] = ()
+    _draining: bool = False
+    _ready: WatchSender[bool] = field(default_factory=lambda: WatchSender(False))
+
+    # ---- the text and chat layers ---------------------------------------------------------------
+
+    def attach_layers(self) -> None:
+        """Build the text and chat layers over the Llm (once it has started)."""
+        if self._text is not None:
+            return
+        server = self.config.server
+        self._text = TextLlm(self.llm, tokenizer=server.tokenizer)
+        self._chat = ChatLlm(self._text, chat_template=server.chat_template)
+        info = self.llm.info()
+        self._names = server.served_model_name or (info.served_model_name,)
+        self.metrics.model_name = self._names[0]
+
+    def text(self) -> TextLlm:
+        """The text layer; `Unavailable` until the Llm has started."""
+        if self._text is None:
+            raise Unavailable("the model is not loaded yet")
+        return self._text
+
+    def chat(self) -> ChatLlm:
+        """The chat layer; `Unavailable` until the Llm has started."""
+        if self._chat is None:
+            raise Unavailable("the model is not loaded yet")
+        return self._chat
+
+    @property
+    def served_model_names(self) -> tuple[str, ...]:
+        """The names the base model is served under (the first is primary)."""
+        return self._names
+
+    # ---- readiness and draining -------------------------------------------------------------------
+
+    @property
+    def draining(self) -> bool:
+        """Whether the server is shutting down (new requests get 503 / UNAVAILABLE)."""
+        return self._draining
+
+    def begin_drain(self) -> None:
+        """Stop taking new requests."""
+        self._draining = True
+        self.update_readiness()
+
+    def update_readiness(self) -> None:
+        """Recompute the server's readiness from the Llm's and the drain state."""
+        ready = self.llm.subscribe_readiness().value and self._text is not None and not self._draining
+        self._ready.send(ready)
+
+    def subscribe_readiness(self) -> Watch[bool]:
+        """Server readiness: the Llm is ready, the layers are built, and the server is not draining."""
+        return self._ready.subscribe()
+
+    def check_accepting(self) -> None:
+        """Raise `Unavailable` when new requests cannot be taken now."""
+        if self._draining:
+            raise Unavailable("the server is shutting down")

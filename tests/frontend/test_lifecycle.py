@@ -1,0 +1,139 @@
+"""gRPC health through a server's life: boot, pause, SIGTERM drain (a real `vllm-frontend` process)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests.support.mock import tiny_mock
+from tests.support.servers import start_server
+from vllm_llm.wire import SERVICE_NAME
+from vllm_server.config import ServerConfig
+from vllm_server.source import LlmSource
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+async def _statuses(target: str, service: str) -> AsyncIterator[int]:
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        async for response in stub.Watch(health_pb2.HealthCheckRequest(service=service)):
+            yield response.status
+
+
+async def _next_status(statuses: AsyncIterator[int]) -> int:
+    return await asyncio.wait_for(anext(statuses), 30)
+
+
+async def test_health_watch_sees_boot_and_pause(tiny_model_dir: Path) -> None:
+    llm = tiny_mock(tiny_model_dir)
+    llm.pause()  # the Llm is not ready when the server boots
+    running = await start_server(ServerConfig(port=0, grpc_port=0), LlmSource.provided(llm), ready=False)
+    try:
+        for service in ("", SERVICE_NAME):
+            statuses = _statuses(running.grpc_target, service)
+            assert await _next_status(statuses) == NOT_SERVING
+            llm.resume()
+            assert await _next_status(statuses) == SERVING
+            llm.pause()
+            assert await _next_status(statuses) == NOT_SERVING
+            await statuses.aclose()  # type: ignore[attr-defined]
+    finally:
+        llm.resume()
+        await running.stop()
+        await llm.shutdown()
+
+
+class _Frontend:
+    """A `vllm-frontend serve --mock` process and its ports."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.http_port = 0
+        self.grpc_port = 0
+        self.log: list[str] = []
+        self._listening = asyncio.Event()
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc.stderr is not None
+        async for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            self.log.append(line)
+            m = re.search(r"listening: HTTP on [\d.]+:(\d+), gRPC on (\d+)", line)
+            if m:
+                self.http_port, self.grpc_port = int(m.group(1)), int(m.group(2))
+                self._listening.set()
+
+    async def listening(self) -> None:
+        waiter = asyncio.ensure_future(self._listening.wait())
+        done, _ = await asyncio.wait([waiter, self._reader], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        assert waiter in done, "\n".join(self.log)
+
+    async def wait(self) -> int:
+        code = await asyncio.wait_for(self.proc.wait(), 60)
+        await self._reader
+        return code
+
+
+async def test_sigterm_drains_an_in_flight_stream_then_exits_0(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("vllm-frontend")
+    proc = await asyncio.create_subprocess_exec(
+        str(exe),
+        "serve",
+        "--mock",
+        "--port",
+        "0",
+        "--grpc-port",
+        "0",
+        "--served-model-name",
+        "tiny",
+        "--shutdown-grace-period",
+        "60",
+        stderr=asyncio.subprocess.PIPE,
+    )
+    frontend = _Frontend(proc)
+    await frontend.listening()
+    base = f"http://127.0.0.1:{frontend.http_port}"
+    statuses = _statuses(f"127.0.0.1:{frontend.grpc_port}", SERVICE_NAME)
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        assert (await http.get("/ready")).status_code == 200  # a ready provided Llm: ready once listening
+        assert await _next_status(statuses) == SERVING
+        body = {
+            "model": "tiny",
+            "prompt": "hello there",
+            "max_tokens": 150,
+            "ignore_eos": True,
+            "stream": True,
+        }
+        async with http.stream("POST", "/v1/completions", json=body) as stream:
+            assert stream.status_code == 200
+            lines = stream.aiter_lines()
+            first = await anext(lines)
+            assert first.startswith("data: ")
+            proc.send_signal(signal.SIGTERM)
+            assert await _next_status(statuses) == NOT_SERVING
+            refused = await http.post(
+                "/v1/completions", json={"model": "tiny", "prompt": "hi", "max_tokens": 2}
+            )
+            assert refused.status_code == 503
+            assert (await http.get("/ready")).status_code == 503
+            rest = [line async for line in lines if line.startswith("data: ")]
+    await statuses.aclose()  # type: ignore[attr-defined]
+    assert rest[-1] == "data: [DONE]"
+    chunks = [json.loads(line[6:]) for line in [first, *rest[:-1]]]
+    finish = [
+        c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]
+    ]
+    assert finish == ["length"]
+    assert await frontend.wait() == 0

@@ -1,0 +1,1 @@
+"""Tests of RemoteLlm against real GrpcFrontends over loopback."""

@@ -1,0 +1,249 @@
+"""ChatLlm: rendering equals transformers' apply_chat_template; chat deltas over MockLlm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_llm import InvalidRequest, MockLlm
+from vllm_llm.chat import ChatLlm, ChatMessage, ChatRequest, FunctionCall, TextPart, ToolCall
+from vllm_llm.text import TextLlm, TextSamplingParams
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather in a city — «today».",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                "required": ["city"],
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "add", "description": "Add numbers.", "parameters": {}}},
+]
+
+# Each conversation as ChatLlm takes it and as transformers' users write it (arguments as objects).
+CONVERSATIONS: dict[str, tuple[list[ChatMessage], list[dict[str, Any]]]] = {
+    "simple": (
+        [ChatMessage(role="user", content="What is the weather like today?")],
+        [{"role": "user", "content": "What is the weather like today?"}],
+    ),
+    "system": (
+        [
+            ChatMessage(role="system", content="You are terse."),
+            ChatMessage(role="user", content="Hi there"),
+            ChatMessage(role="assistant", content="Hello."),
+            ChatMessage(role="user", content="Tell me a story"),
+        ],
+        [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Hi there"},
+            {"role": "assistant", "content": "Hello."},
+            {"role": "user", "content": "Tell me a story"},
+        ],
+    ),
+    "tool_call": (
+        [
+            ChatMessage(role="system", content="Use tools."),
+            ChatMessage(role="user", content="Weather in Paris?"),
+            ChatMessage(
+                role="assistant",
+                content="",
+                tool_calls=[
+                    ToolCall(
+                        id="call_1",
+                        function=FunctionCall(name="get_weather", arguments='{"city": "Paris", "days": 2}'),
+                    )
+                ],
+            ),
+            ChatMessage(role="tool", content='{"temp": 21}', tool_call_id="call_1"),
+        ],
+        [
+            {"role": "system", "content": "Use tools."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}},
+                        "id": "call_1",
+                    }
+                ],
+            },
+            {"role": "tool", "content": '{"temp": 21}', "tool_call_id": "call_1"},
+        ],
+    ),
+    "continue": (
+        [
+            ChatMessage(role="user", content="Count to three"),
+            ChatMessage(role="assistant", content="One, two,"),
+        ],
+        [
+            {"role": "user", "content": "Count to three"},
+            {"role": "assistant", "content": "One, two,"},
+        ],
+    ),
+}
+
+
+def template_text(name: str) -> str | None:
+    return None if name == "tiny" else (TEMPLATES / f"{name}.jinja").read_text()
+
+
+SCENARIOS = [
+    (template, conversation, tools, mode)
+    for template in ("tiny", "chatml_tools", "llama3_tools")
+    for conversation in CONVERSATIONS
+    for tools in (False, True)
+    for mode in ("generation_prompt", "no_generation_prompt", "continue")
+    if (mode == "continue") == (conversation == "continue")
+    if not (template == "llama3_tools" and conversation == "simple" and tools and mode == "continue")
+]
+
+
+@pytest.mark.parametrize(
+    ("template", "conversation", "tools", "mode"), SCENARIOS, ids=["-".join(map(str, s)) for s in SCENARIOS]
+)
+def test_rendering_equals_transformers(
+    template: str, conversation: str, tools: bool, mode: str, text_llm: TextLlm, hf_tokenizer: Any
+) -> None:
+    ours_messages, hf_messages = CONVERSATIONS[conversation]
+    chat = ChatLlm(text_llm)
+    options: dict[str, Any] = {
+        "add_generation_prompt": mode == "generation_prompt",
+        "continue_final_message": mode == "continue",
+    }
+    rendered = chat.render(
+        ChatRequest(
+            request_id="r",
+            messages=ours_messages,
+            tools=TOOLS if tools else None,
+            chat_template=template_text(template),
+            **options,
+        )
+    )
+    hf_kwargs: dict[str, Any] = {"tools": TOOLS if tools else None, "chat_template": template_text(template)}
+    expected_text = hf_tokenizer.apply_chat_template(hf_messages, tokenize=False, **options, **hf_kwargs)
+    expected_ids = hf_tokenizer.apply_chat_template(
+        hf_messages, tokenize=True, return_dict=False, **options, **hf_kwargs
+    )
+    assert rendered.prompt == expected_text
+    assert rendered.prompt_token_ids == list(expected_ids)
+
+
+def test_template_kwargs_and_text_parts(text_llm: TextLlm, hf_tokenizer: Any) -> None:
+    llama = template_text("llama3_tools")
+    messages = [ChatMessage(role="user", content=[TextPart(text="Hello"), TextPart(text="world")])]
+    rendered = ChatLlm(text_llm).render(
+        ChatRequest(
+            request_id="k",
+            messages=messages,
+            tools=TOOLS,
+            chat_template=llama,
+            chat_template_kwargs={"date_string": "01 Jan 2025", "tools_in_user_message": False},
+        )
+    )
+    expected = hf_tokenizer.apply_chat_template(
+        [{"role": "user", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "world"}]}],
+        tools=TOOLS,
+        chat_template=llama,
+        tokenize=False,
+        add_generation_prompt=True,
+        date_string="01 Jan 2025",
+        tools_in_user_message=False,
+    )
+    assert rendered.prompt == expected
+    assert "01 Jan 2025" in rendered.prompt
+
+
+def test_template_errors_are_invalid_requests(text_llm: TextLlm) -> None:
+    chat = ChatLlm(text_llm)
+    two_calls = ChatMessage(
+        role="assistant",
+        tool_calls=[ToolCall(function=FunctionCall(name="a")), ToolCall(function=FunctionCall(name="b"))],
+    )
+    with pytest.raises(InvalidRequest) as info:
+        chat.render(
+            ChatRequest(
+                request_id="x",
+                messages=[ChatMessage(role="user", content="hi"), two_calls],
+                chat_template=template_text("llama3_tools"),
+            )
+        )
+    assert "single tool-calls" in info.value.message
+    with pytest.raises(InvalidRequest) as info:
+        chat.render(ChatRequest(request_id="x", messages=[]))
+    assert info.value.param == "messages"
+    with pytest.raises(InvalidRequest) as info:
+        chat.render(
+            ChatRequest(
+                request_id="x",
+                messages=[ChatMessage(role="user", content="hi")],
+                continue_final_message=True,
+                add_generation_prompt=True,
+            )
+        )
+    assert info.value.param == "continue_final_message"
+
+
+async def test_chat_stream_deltas(text_llm: TextLlm, mock_llm: MockLlm) -> None:
+    chat = ChatLlm(text_llm)
+    stream = await chat.generate(
+        ChatRequest(
+            request_id="c",
+            messages=[ChatMessage(role="user", content="Hi")],
+            params=TextSamplingParams(n=2, seed=1, max_tokens=5, ignore_eos=True),
+        )
+    )
+    deltas = [d async for d in stream]
+    assert stream.prompt.prompt_token_ids == mock_llm.requests[0].prompt_token_ids
+    assert stream.prompt.prompt.startswith("<s><|user|>\nHi<|eot|>\n<|assistant|>\n")
+    for i in (0, 1):
+        mine = [d for d in deltas if d.index == i]
+        assert mine[0].role == "assistant"
+        assert all(d.role is None for d in mine[1:])
+        assert mine[-1].finish_reason == "length"
+        assert "".join(d.content for d in mine) == text_llm.decode([t for d in mine for t in d.token_ids])
+    assert deltas[-1].usage is not None
+
+
+async def test_continue_final_message_keeps_the_role(text_llm: TextLlm) -> None:
+    result = await ChatLlm(text_llm).complete(
+        ChatRequest(
+            request_id="cf",
+            messages=[ChatMessage(role="user", content="Hi"), ChatMessage(role="assistant", content="Well")],
+            add_generation_prompt=False,
+            continue_final_message=True,
+            params=TextSamplingParams(max_tokens=3, ignore_eos=True),
+        )
+    )
+    assert result.prompt.prompt.endswith("<|assistant|>\nWell")
+    assert result.choices[0].role == "assistant"
+    assert len(result.choices[0].token_ids) == 3
+
+
+def test_invalid_tool_arguments_become_an_empty_object(text_llm: TextLlm) -> None:
+    rendered = ChatLlm(text_llm).render(
+        ChatRequest(
+            request_id="t",
+            messages=[
+                ChatMessage(role="user", content="x"),
+                ChatMessage(
+                    role="assistant",
+                    tool_calls=[ToolCall(function=FunctionCall(name="f", arguments="{oops"))],
+                ),
+            ],
+            add_generation_prompt=False,
+        )
+    )
+    assert '{"name": "f", "arguments": ' + json.dumps({}) + "}" in rendered.prompt
