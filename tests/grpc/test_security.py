@@ -9,8 +9,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2_grpc
 
-from tests.grpc.certs import Issued, Pki, make_pki
 from tests.grpc.serving import SERVING, Served, health_request, request, serving
+from tests.support.certs import Pem, Pki, make_pki
 from vllm_llm import MockLlm
 from vllm_llm.wire import SERVICE_NAME, FinishReason, InfoRequest
 from vllm_remote_llm import RemoteLlm, RemoteTls
@@ -23,7 +23,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-def credentials(ca: Path, client: Issued | None = None) -> Any:
+def credentials(ca: Path, client: Pem | None = None) -> Any:
     return grpc.ssl_channel_credentials(
         root_certificates=ca.read_bytes(),
         private_key=client.key.read_bytes() if client is not None else None,
@@ -43,31 +43,31 @@ async def info_over(target: str, creds: Any | None) -> Any:
 async def test_tls(mock: MockLlm, pki: Pki) -> None:
     tls = TlsConfig(certfile=pki.server.cert, keyfile=pki.server.key)
     async with serving(mock, tls=tls) as served:
-        assert (await info_over(served.target, credentials(pki.ca))) == mock.info()
+        assert (await info_over(served.target, credentials(pki.ca.cert))) == mock.info()
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await info_over(served.target, None)
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         with pytest.raises(grpc.aio.AioRpcError):  # a server certificate the client does not trust
-            await info_over(served.target, credentials(pki.other_ca))
+            await info_over(served.target, credentials(pki.other_ca.cert))
 
 
 async def test_mutual_tls_requires_a_client_certificate_of_the_ca(mock: MockLlm, pki: Pki) -> None:
-    tls = TlsConfig(certfile=pki.server.cert, keyfile=pki.server.key, ca_certs=pki.ca)
+    tls = TlsConfig(certfile=pki.server.cert, keyfile=pki.server.key, ca_certs=pki.ca.cert)
     async with serving(mock, tls=tls) as served:
-        assert (await info_over(served.target, credentials(pki.ca, pki.client))) == mock.info()
+        assert (await info_over(served.target, credentials(pki.ca.cert, pki.client))) == mock.info()
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await info_over(served.target, credentials(pki.ca))
+            await info_over(served.target, credentials(pki.ca.cert))
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await info_over(served.target, credentials(pki.ca, pki.foreign_client))
+            await info_over(served.target, credentials(pki.ca.cert, pki.stranger))
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
 async def test_remote_llm_over_mutual_tls(mock: MockLlm, pki: Pki) -> None:
-    tls = TlsConfig(certfile=pki.server.cert, keyfile=pki.server.key, ca_certs=pki.ca)
+    tls = TlsConfig(certfile=pki.server.cert, keyfile=pki.server.key, ca_certs=pki.ca.cert)
     async with serving(mock, tls=tls) as served:
         remote_tls = RemoteTls.from_files(
-            ca_certs=pki.ca, certfile=pki.client.cert, keyfile=pki.client.key, server_name="localhost"
+            ca_certs=pki.ca.cert, certfile=pki.client.cert, keyfile=pki.client.key, server_name="localhost"
         )
         remote = await RemoteLlm.connect(f"ipv4:{served.target}", tls=remote_tls, connect_timeout=10)
         try:

@@ -28,6 +28,8 @@ class Pki:
     ca: Pem
     server: Pem
     client: Pem
+    #: Another CA, and a client certificate it issued.
+    other_ca: Pem
     stranger: Pem
 
 
@@ -84,6 +86,6 @@ def make_pki(out: Path) -> Pki:
     ca_pem, ca_cert, ca_key = _issue(out, "ca", "test-ca", issuer=None)
     server, _, _ = _issue(out, "server", "localhost", issuer=(ca_cert, ca_key), server=True)
     client, _, _ = _issue(out, "client", "router", issuer=(ca_cert, ca_key), client=True)
-    _, other_cert, other_key = _issue(out, "other-ca", "other-ca", issuer=None)
+    other_ca, other_cert, other_key = _issue(out, "other-ca", "other-ca", issuer=None)
     stranger, _, _ = _issue(out, "stranger", "stranger", issuer=(other_cert, other_key), client=True)
-    return Pki(ca=ca_pem, server=server, client=client, stranger=stranger)
+    return Pki(ca=ca_pem, server=server, client=client, other_ca=other_ca, stranger=stranger)

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.support.mock import tiny_info as support_tiny_info
 from vllm_llm import MockLlm
-from vllm_llm.text import TextLlm, TextTokenizer
-from vllm_llm.wire import WIRE_REVISION, GenerationDefaults, LlmInfo, ModelDtype
+from vllm_llm.text import TextLlm
+from vllm_llm.wire import LlmInfo
 
 MAX_MODEL_LEN = 512
 
@@ -36,23 +37,9 @@ def generation_config(tiny_model_dir: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def tiny_info(tiny_model_dir: Path, generation_config: dict[str, Any]) -> LlmInfo:
+def tiny_info(tiny_model_dir: Path) -> LlmInfo:
     """The LlmInfo an engine over the tiny model reports."""
-    tokenizer = TextTokenizer.from_dir(tiny_model_dir)
-    fields = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
-    eos_ids = generation_config["eos_token_id"]
-    return LlmInfo(
-        model=str(tiny_model_dir),
-        served_model_name="tiny",
-        tokenizer=str(tiny_model_dir),
-        dtype=ModelDtype.FLOAT32,
-        max_model_len=MAX_MODEL_LEN,
-        vocab_size=tokenizer.vocab_size,
-        eos_token_id=tokenizer.eos_token_id,
-        eos_token_ids=eos_ids if isinstance(eos_ids, list) else [eos_ids],
-        generation_defaults=GenerationDefaults(**{f: generation_config.get(f) for f in fields}),
-        wire_revision=WIRE_REVISION,
-    )
+    return support_tiny_info(tiny_model_dir)
 
 
 @pytest_asyncio.fixture

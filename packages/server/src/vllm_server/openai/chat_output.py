@@ -10,10 +10,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from vllm_llm import ChatDelta, ChatStream, TokenLogprobs
+from vllm_llm import ChatDelta, ChatStream
 from vllm_server.metrics import RequestMetrics
 from vllm_server.openai.chat_request import ChatCompletionRequest
-from vllm_server.openai.choices import ChoiceLog
+from vllm_server.openai.choices import ChoiceLog, collect_choices
 from vllm_server.openai.codec import encode
 from vllm_server.openai.errors import check_finish
 from vllm_server.openai.logprobs import chat_logprobs, prompt_logprobs_json
@@ -128,42 +128,20 @@ class ChatOutput:
 
     async def response(self) -> dict[str, Any]:
         """Read the stream to its end and build the `chat.completion` body."""
-        logs = [ChoiceLog() for _ in range(self.n)]
-        prompt_logprobs: list[TokenLogprobs | None] | None = None
-        kv_transfer_params: dict[str, Any] | None = None
-        cached = 0
-        reason: str | None = None
-        last: str | None = None
-        try:
-            async for d in self.stream:
-                check_finish(d.finish_reason)
-                self.metrics.tokens(len(d.token_ids))
-                last = d.finish_reason or last
-                logs[d.index].add(d.content, d.token_ids, d.logprobs, d.finish_reason, d.stop_reason)
-                if d.prompt_logprobs is not None and prompt_logprobs is None:
-                    prompt_logprobs = d.prompt_logprobs
-                if d.kv_transfer_params is not None:
-                    kv_transfer_params = d.kv_transfer_params
-                if d.usage is not None:
-                    cached = d.usage.cached_tokens
-            reason = last
-        finally:
-            await close_shielded(self.stream)
-            self.metrics.finish(reason)
+        got = await collect_choices(self.stream, self.n, self.metrics, lambda d: d.content)
         body = self.body
-        completion_tokens = sum(len(log.token_ids) for log in logs)
         out = self._envelope(
             "chat.completion",
-            [self._choice(i, log) for i, log in enumerate(logs)],
-            usage_json(self.prompt_tokens, completion_tokens, cached),
+            [self._choice(i, log) for i, log in enumerate(got.logs)],
+            usage_json(self.prompt_tokens, got.completion_tokens, got.cached_tokens),
         )
         out["service_tier"] = None
         out["system_fingerprint"] = None
         out["prompt_logprobs"] = (
-            prompt_logprobs_json(prompt_logprobs) if body.prompt_logprobs is not None else None
+            prompt_logprobs_json(got.prompt_logprobs) if body.prompt_logprobs is not None else None
         )
         out["prompt_token_ids"] = self.stream.prompt.prompt_token_ids if body.return_token_ids else None
-        out["kv_transfer_params"] = kv_transfer_params
+        out["kv_transfer_params"] = got.kv_transfer_params
         return out
 
     def _choice(self, index: int, log: ChoiceLog) -> dict[str, Any]:

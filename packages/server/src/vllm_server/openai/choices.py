@@ -1,10 +1,49 @@
-"""`ChoiceLog`: one choice assembled from its deltas, for the non-streaming responses."""
+"""`ChoiceLog`: one choice assembled from its deltas, and `collect_choices` for a whole stream.
+
+Both serve the non-streaming responses.
+"""
 
 from __future__ import annotations
 
-from vllm_llm import TokenLogprobs
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["ChoiceLog"]
+from vllm_llm import TextUsage, TokenLogprobs
+from vllm_server.metrics import RequestMetrics
+from vllm_server.openai.errors import check_finish
+from vllm_server.openai.sse import Closable, close_shielded
+
+__all__ = ["ChoiceLog", "Collected", "collect_choices"]
+
+
+class Delta(Protocol):
+    """What a text or chat delta carries (besides its text)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def token_ids(self) -> list[int]: ...
+    @property
+    def logprobs(self) -> list[TokenLogprobs] | None: ...
+    @property
+    def finish_reason(self) -> str | None: ...
+    @property
+    def stop_reason(self) -> int | str | None: ...
+    @property
+    def prompt_logprobs(self) -> list[TokenLogprobs | None] | None: ...
+    @property
+    def kv_transfer_params(self) -> dict[str, Any] | None: ...
+    @property
+    def usage(self) -> TextUsage | None: ...
+
+
+D = TypeVar("D", bound=Delta)
+
+
+class DeltaStream(Closable, Protocol[D]):  # type: ignore[misc]
+    """A closable async iterator of deltas."""
+
+    def __aiter__(self) -> AsyncIterator[D]: ...
 
 
 class ChoiceLog:
@@ -43,3 +82,46 @@ class ChoiceLog:
     def text(self) -> str:
         """The whole text."""
         return "".join(self.parts)
+
+
+class Collected:
+    """Everything one prompt's stream delivered, assembled per choice."""
+
+    __slots__ = ("cached_tokens", "kv_transfer_params", "logs", "prompt_logprobs")
+
+    def __init__(self, n: int) -> None:
+        self.logs = [ChoiceLog() for _ in range(n)]
+        self.prompt_logprobs: list[TokenLogprobs | None] | None = None
+        self.kv_transfer_params: dict[str, Any] | None = None
+        self.cached_tokens = 0
+
+    @property
+    def completion_tokens(self) -> int:
+        """Output tokens over all choices."""
+        return sum(len(log.token_ids) for log in self.logs)
+
+
+async def collect_choices(
+    stream: DeltaStream[D], n: int, metrics: RequestMetrics, text_of: Callable[[D], str]
+) -> Collected:
+    """Read `stream` to its end (recording metrics), then close it; failed finishes raise."""
+    out = Collected(n)
+    reason: str | None = None
+    last: str | None = None
+    try:
+        async for d in stream:
+            check_finish(d.finish_reason)
+            metrics.tokens(len(d.token_ids))
+            last = d.finish_reason or last
+            out.logs[d.index].add(text_of(d), d.token_ids, d.logprobs, d.finish_reason, d.stop_reason)
+            if d.prompt_logprobs is not None and out.prompt_logprobs is None:
+                out.prompt_logprobs = d.prompt_logprobs
+            if d.kv_transfer_params is not None:
+                out.kv_transfer_params = d.kv_transfer_params
+            if d.usage is not None:
+                out.cached_tokens = d.usage.cached_tokens
+        reason = last
+    finally:
+        await close_shielded(stream)
+        metrics.finish(reason)
+    return out

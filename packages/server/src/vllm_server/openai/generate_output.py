@@ -12,7 +12,7 @@ from typing import Any
 
 from vllm_llm import TextStream, TokenLogprobs
 from vllm_server.metrics import RequestMetrics
-from vllm_server.openai.choices import ChoiceLog
+from vllm_server.openai.choices import collect_choices
 from vllm_server.openai.codec import encode
 from vllm_server.openai.errors import check_finish
 from vllm_server.openai.generate_request import GenerateBody
@@ -95,43 +95,21 @@ class TokensOutput:
 
     async def response(self) -> dict[str, Any]:
         """Read the stream to its end and build the response body."""
-        logs = [ChoiceLog() for _ in range(self.n)]
-        prompt_logprobs: list[TokenLogprobs | None] | None = None
-        kv_transfer_params: dict[str, Any] | None = None
-        cached = 0
-        reason: str | None = None
-        last: str | None = None
-        try:
-            async for d in self.stream:
-                check_finish(d.finish_reason)
-                self.metrics.tokens(len(d.token_ids))
-                last = d.finish_reason or last
-                logs[d.index].add(d.text, d.token_ids, d.logprobs, d.finish_reason, d.stop_reason)
-                if d.prompt_logprobs is not None and prompt_logprobs is None:
-                    prompt_logprobs = d.prompt_logprobs
-                if d.kv_transfer_params is not None:
-                    kv_transfer_params = d.kv_transfer_params
-                if d.usage is not None:
-                    cached = d.usage.cached_tokens
-            reason = last
-        finally:
-            await close_shielded(self.stream)
-            self.metrics.finish(reason)
+        got = await collect_choices(self.stream, self.n, self.metrics, lambda d: d.text)
         choices = [
             self._choice(
                 i, log.text, log.token_ids, log.logprobs, (log.finish_reason or "stop", log.stop_reason)
             )
-            for i, log in enumerate(logs)
+            for i, log in enumerate(got.logs)
         ]
-        completion_tokens = sum(len(log.token_ids) for log in logs)
         return {
             "request_id": self.request_id,
             "model": self.model,
             "created": int(time.time()),
-            "usage": usage_json(self.prompt_tokens, completion_tokens, cached),
-            "prompt_logprobs": prompt_logprobs_json(prompt_logprobs),
+            "usage": usage_json(self.prompt_tokens, got.completion_tokens, got.cached_tokens),
+            "prompt_logprobs": prompt_logprobs_json(got.prompt_logprobs),
             "prompt_token_ids": self.stream.prompt_token_ids if self.body.return_token_ids else None,
-            "kv_transfer_params": kv_transfer_params,
+            "kv_transfer_params": got.kv_transfer_params,
             "output_mode": self.body.output_mode,
             "choices": choices,
         }
