@@ -37,9 +37,11 @@ serve: setup
 
 gen: setup
 	$(BIN)/wire-codegen gen
+	$(BIN)/python -m vllm_server.protogen gen
 
 check-gen: setup
 	$(BIN)/wire-codegen gen --check
+	$(BIN)/python -m vllm_server.protogen check
 
 # Against the previous commit; against HEAD while the spec has uncommitted changes.
 compat: setup

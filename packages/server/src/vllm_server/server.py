@@ -24,6 +24,7 @@ from vllm_llm import EngineCoreLlm, Llm
 from vllm_llm.wire import LoraRequest
 from vllm_server.app import build_app
 from vllm_server.config import FrontendConfig, ServerConfig
+from vllm_server.grpc_public_services import public_services
 from vllm_server.grpc_server import GrpcFrontend
 from vllm_server.source import LlmSource
 from vllm_server.state import ServerState
@@ -83,11 +84,14 @@ class Server:
             await self._wait_started(http, http_task)
             self.http_port = http.servers[0].sockets[0].getsockname()[1]
             if server.grpc_port is not None:
+                public = public_services(state)
                 grpc = GrpcFrontend(
                     llm,
                     api_key=server.api_key,
                     tls=server.tls(),
                     max_message_bytes=server.max_grpc_message_bytes,
+                    extra_services=[service.register for service in public],
+                    health_services=[service.name for service in public],
                 )
                 self.grpc_port = await grpc.start(server.grpc_host or server.host, server.grpc_port)
             self.listening.set()

@@ -1,0 +1,24 @@
+"""Ending a public gRPC call with the status the one error mapper (`map_error`) gives an exception."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, NoReturn
+
+from vllm_llm import LlmError
+from vllm_server.errors import RequestError, map_error
+
+__all__ = ["ServicerContext", "abort_call"]
+
+logger = logging.getLogger(__name__)
+
+ServicerContext = Any  # grpc.aio.ServicerContext; grpcio ships no type hints
+
+
+async def abort_call(context: ServicerContext, exc: Exception, *, service: str) -> NoReturn:
+    """End the call with `exc`'s mapped status (`context.abort` raises); unexpected errors are logged."""
+    if not isinstance(exc, LlmError | RequestError):
+        logger.exception("%s handler failed", service, exc_info=exc)
+    mapping = map_error(exc)
+    await context.abort(mapping.grpc_code, mapping.message)
+    raise AssertionError("unreachable: context.abort raises")
