@@ -12,13 +12,14 @@ STAMP := $(VENV)/.synced
 AGAINST ?=
 PYTEST_ARGS ?=
 
-.PHONY: help setup serve gen check-gen compat lint typecheck pytest test
+.PHONY: help setup serve bench gen check-gen compat lint typecheck pytest test
 
 help:
 	@echo "make setup      create .venv and install the workspace (uv included)"
 	@echo "make serve      serve a worker over a real vLLM engine on a tiny local model (HTTP 8000, gRPC 50051)"
 	@echo "make test       ruff, mypy --strict, check-gen, compat and pytest (what CI runs)"
-	@echo "make gen        regenerate everything from spec/"
+	@echo "make bench      the benchmarks, with their baselines and ratios (QUICK=1 for a short run)"
+	@echo "make gen        regenerate everything from spec/ and the .proto files"
 	@echo "make check-gen  fail with a diff if generated files are stale"
 	@echo "make compat     compat lint of spec/ against the previous commit (AGAINST=rev to choose)"
 	@echo "make lint       ruff check and ruff format --check"
@@ -34,6 +35,10 @@ $(STAMP): pyproject.toml uv.lock codegen/pyproject.toml $(wildcard packages/*/py
 serve: setup
 	$(BIN)/vllm-frontend serve --model "$$($(BIN)/python -m vllm_llm.tiny_model)" --served-model-name tiny \
 	  --dtype float32 --max-model-len 512 --host 127.0.0.1 --port 8000 --grpc-port 50051
+
+# The benchmarks (about 15 min; QUICK=1 for about 3 min), printed side by side with their baselines.
+bench: setup
+	$(BIN)/vllm-frontend bench $(if $(QUICK),--quick --output bench-results/quick.json) $(BENCH_ARGS)
 
 gen: setup
 	$(BIN)/wire-codegen gen

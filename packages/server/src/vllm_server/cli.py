@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vllm_server.bench.cli import add_bench_parser
 from vllm_server.config import EngineCoreConfig, FrontendConfig, LoraModule, ServerConfig
 
 
@@ -61,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--max-model-len", type=int)
     model.add_argument("--data-parallel-size", "-dp", type=int, default=1)
     model.add_argument("--seed", type=int, default=0)
+    model.add_argument(
+        "--enforce-eager",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="no torch.compile / graphs",
+    )
     model.add_argument("--max-num-seqs", type=int)
     model.add_argument("--max-num-batched-tokens", type=int)
     model.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
@@ -89,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     remote.add_argument("--remote-keyfile", type=Path)
     remote.add_argument("--remote-api-key", default=None)
     serve.set_defaults(func=_serve)
+    add_bench_parser(sub)
     return parser
 
 
@@ -132,6 +140,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         max_model_len=args.max_model_len,
         data_parallel_size=args.data_parallel_size,
         seed=args.seed,
+        enforce_eager=args.enforce_eager,
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         enable_prefix_caching=args.enable_prefix_caching,

@@ -1,0 +1,183 @@
+"""B3 HTTP end to end: this server over EngineCoreLlm vs vLLM's own OpenAI server, same model and engine.
+
+The two servers run one after the other (never together: 2 cores). Both get the same engine settings
+(`--dtype float32 --max-model-len 512 --disable-log-stats`, eager, vLLM's defaults otherwise) and the same
+load: streaming chat completions with fixed `max_tokens` and `ignore_eos`, at each concurrency level.
+When B4 runs too, its worker is this benchmark's server (started once), see `run_http`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vllm_server.bench.loadgen import Load, LoadStats, run_load
+from vllm_server.bench.processes import ServerProcess, free_port, frontend_argv, start_server
+from vllm_server.bench.report import BenchResult, Row, Target
+from vllm_server.bench.router import router_result, start_router
+from vllm_server.bench.stats import Summary
+
+MODEL_NAME = "tiny"
+ENGINE_FLAGS = ("--dtype", "float32", "--max-model-len", "512", "--disable-log-stats")
+#: `vllm-frontend serve --model` always runs the engine eager (EngineCoreConfig.enforce_eager defaults to
+#: True and has no flag); vLLM's server compiles by default, so it is told to run eager too.
+VLLM_ONLY_FLAGS = ("--enforce-eager", "--disable-uvicorn-access-log", "--uvicorn-log-level", "warning")
+
+#: Per concurrency level: the figures of each repeat.
+Measured = dict[int, list[LoadStats]]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpPlan:
+    """What B3/B4 send: per level (concurrency) a number of requests, `max_tokens` each, `repeats` times."""
+
+    levels: tuple[tuple[int, int], ...] = ((1, 8), (32, 64), (128, 256))
+    max_tokens: int = 64
+    repeats: int = 3
+    warmup_requests: int = 16
+
+    def loads(self) -> list[Load]:
+        """One Load per level."""
+        return [Load(c, n, self.max_tokens, MODEL_NAME) for c, n in self.levels]
+
+
+QUICK_HTTP = HttpPlan(levels=((1, 2), (8, 16)), max_tokens=16, repeats=1, warmup_requests=4)
+
+
+async def start_worker(model_dir: Path, log_dir: Path) -> tuple[ServerProcess, int]:
+    """`vllm-frontend serve --model` on free ports; returns it and its gRPC port."""
+    port, grpc_port = free_port(), free_port()
+    argv = frontend_argv(
+        "serve", "--model", str(model_dir), "--served-model-name", MODEL_NAME, *ENGINE_FLAGS,
+        "--host", "127.0.0.1", "--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "warning",
+    )  # fmt: skip
+    server = await start_server(
+        "worker", argv, base_url=f"http://127.0.0.1:{port}", ready_path="/ready", log_dir=log_dir
+    )
+    return server, grpc_port
+
+
+async def start_vllm(model_dir: Path, log_dir: Path) -> ServerProcess:
+    """vLLM's own OpenAI server (`python -m vllm.entrypoints.openai.api_server`) on a free port."""
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+        "--served-model-name", MODEL_NAME, *ENGINE_FLAGS, *VLLM_ONLY_FLAGS, "--host", "127.0.0.1",
+        "--port", str(port),
+    ]  # fmt: skip
+    return await start_server(
+        "vllm-serve", argv, base_url=f"http://127.0.0.1:{port}", ready_path="/health", log_dir=log_dir
+    )
+
+
+async def warm_up(server: ServerProcess, plan: HttpPlan) -> None:
+    """A few requests first (compiles, caches, connection setup), checked to succeed."""
+    stats = await run_load(server.base_url, Load(4, plan.warmup_requests, plan.max_tokens, MODEL_NAME))
+    if stats.failed:
+        raise RuntimeError(f"{server.name}: warm-up requests failed; its log ends:\n{server.log_tail()}")
+
+
+async def measure(servers: Sequence[ServerProcess], plan: HttpPlan) -> list[Measured]:
+    """Run every level on every server, repeats interleaved (server by server within a repeat)."""
+    measured: list[Measured] = [{} for _ in servers]
+    for _ in range(plan.repeats):
+        for load in plan.loads():
+            for server, into in zip(servers, measured, strict=True):
+                stats = await run_load(server.base_url, load)
+                if stats.failed:
+                    raise RuntimeError(f"{server.name}: {stats.failed} requests failed:\n{server.log_tail()}")
+                into.setdefault(load.concurrency, []).append(stats)
+    return measured
+
+
+def load_rows(ours: Measured, baseline: Measured) -> list[Row]:
+    """Rows of every level: throughput (higher wins) and latency (lower wins)."""
+    fields: list[tuple[str, str, str, bool]] = [
+        ("requests_per_s", "req/s", "req/s", True),
+        ("output_tokens_per_s", "output tok/s", "tok/s", True),
+        ("ttft_p50_ms", "TTFT p50", "ms", False),
+        ("ttft_p99_ms", "TTFT p99", "ms", False),
+        ("itl_p50_ms", "ITL p50", "ms", False),
+        ("itl_p99_ms", "ITL p99", "ms", False),
+    ]
+    rows = []
+    for c in sorted(ours):
+        for attr, label, unit, higher in fields:
+            rows.append(
+                Row(
+                    f"c={c} {label}",
+                    unit,
+                    Summary.of([getattr(s, attr) for s in ours[c]]),
+                    Summary.of([getattr(s, attr) for s in baseline.get(c, [])]),
+                    better="higher" if higher else "lower",
+                )
+            )
+    return rows
+
+
+def tokens_per_chunk_note(label: str, measured: Measured) -> str:
+    """How many tokens each content chunk carried on average, per level."""
+    parts = [f"c={c}: {sum(s.tokens_per_chunk for s in v) / len(v):.2f}" for c, v in sorted(measured.items())]
+    return f"{label} tokens per SSE chunk: " + ", ".join(parts)
+
+
+def http_result(ours: Measured, vllm: Measured, plan: HttpPlan) -> BenchResult:
+    """The B3 result and its targets."""
+    result = BenchResult(
+        key="B3",
+        title=f"HTTP end to end, streaming chat, max_tokens={plan.max_tokens}, ignore_eos",
+        ours_label="vllm-frontend serve --model (Server over EngineCoreLlm)",
+        baseline_label="python -m vllm.entrypoints.openai.api_server (vLLM 0.32 OpenAI server)",
+        rows=load_rows(ours, vllm),
+        notes=[
+            f"levels (concurrency x requests): {list(plan.levels)}; {plan.repeats} repeats",
+            tokens_per_chunk_note("ours", ours),
+            tokens_per_chunk_note("vLLM", vllm),
+        ],
+    )
+    high = [c for c in (32, 128) if c in ours] or sorted(ours)[-1:]
+    for c in high:
+        for name, must in (
+            (f"c={c} req/s", "higher"),
+            (f"c={c} output tok/s", "higher"),
+            (f"c={c} TTFT p50", ""),
+        ):
+            row = result.row(name)
+            met = row.ratio >= 1.0 if must else row.ratio <= 1.0
+            what = ">= vllm serve" if must else "no worse than vllm serve"
+            result.targets.append(Target(f"B3 {name} {what}", met, f"ratio {row.ratio:.2f}x"))
+    return result
+
+
+async def run_http(
+    model_dir: Path, plan: HttpPlan, log_dir: Path, *, b3: bool, b4: bool
+) -> list[BenchResult]:
+    """Run B3 and/or B4; they share the worker (started once): B4 compares the router with it."""
+    results: list[BenchResult] = []
+    worker, grpc_port = await start_worker(model_dir, log_dir)
+    router: ServerProcess | None = None
+    try:
+        if b4:
+            router = await start_router(grpc_port, log_dir)
+        servers = [worker, *([router] if router is not None else [])]
+        for server in servers:
+            await warm_up(server, plan)
+        measured = await measure(servers, plan)
+    finally:
+        if router is not None:
+            await router.stop()
+        await worker.stop()
+    ours = measured[0]
+    if b3:
+        vllm = await start_vllm(model_dir, log_dir)
+        try:
+            await warm_up(vllm, plan)
+            (theirs,) = await measure([vllm], plan)
+        finally:
+            await vllm.stop()
+        results.append(http_result(ours, theirs, plan))
+    if router is not None:
+        results.append(router_result(measured[1], ours, plan.repeats))
+    return results

@@ -1,0 +1,109 @@
+"""The benchmark code paths on tiny sizes (no timing assertions: performance is measured by `bench`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.mock import tiny_mock
+from tests.support.servers import start_server
+from vllm_server.bench.cli import run_bench
+from vllm_server.bench.codec import run_codec
+from vllm_server.bench.hop import HopPlan, HopScenario, hop_result, measure_hop
+from vllm_server.bench.http_e2e import HttpPlan, http_result
+from vllm_server.bench.loadgen import Load, LoadStats, run_load
+from vllm_server.bench.report import BenchResult, Row, format_result, load_previous, write_results
+from vllm_server.bench.router import router_result
+from vllm_server.bench.slow_reader import SlowReaderPlan, run_slow_reader
+from vllm_server.bench.stats import Summary, percentile
+from vllm_server.cli import _parser
+from vllm_server.config import ServerConfig
+from vllm_server.source import LlmSource
+
+
+def test_stats() -> None:
+    assert Summary.of([3.0, 1.0, 2.0]) == Summary(1.0, 2.0, 3.0, 3)
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 50) == 3.0
+    assert percentile([0.0, 10.0], 99) == pytest.approx(9.9)
+
+
+def test_codec_bench_runs() -> None:
+    result = run_codec(repeats=1, seconds_per_repeat=0.005)
+    assert len(result.rows) == 6
+    assert all(r.baseline is not None for r in result.rows)
+    assert len(result.targets) == 1
+
+
+async def test_hop_bench_runs() -> None:
+    plan = HopPlan(scenarios=(HopScenario(2, 5), HopScenario(2, 10, paced=False)), repeats=1)
+    result = hop_result(await measure_hop(plan), plan.repeats)
+    rows = {r.name: r for r in result.rows}
+    assert rows["S=2 @100 steps/s tokens/message"].ours.n == 1
+    assert "S=2 flat out delivered tok/s" in rows
+    assert [t.description.split(":")[0] for t in result.targets] == [
+        "B1 S=2 @100 steps/s",
+        "B1 S=2 @100 steps/s",
+        "B1 S=2 flat out",
+    ]
+
+
+async def test_load_generator_against_a_mock_server(tiny_model_dir: Path) -> None:
+    llm = tiny_mock(tiny_model_dir)
+    running = await start_server(ServerConfig(port=0, grpc_port=None), LlmSource.provided(llm))
+    try:
+        stats = await run_load(
+            running.base_url, Load(concurrency=2, num_requests=4, max_tokens=5, model="tiny")
+        )
+    finally:
+        await running.stop()
+        await llm.shutdown()
+    assert stats.failed == 0
+    assert stats.output_tokens_per_s > 0
+    assert stats.tokens_per_chunk >= 1
+
+
+def _stats(rate: float) -> LoadStats:
+    return LoadStats(rate, rate * 10, 5.0, 9.0, 1.0, 2.0, 1.0, 0)
+
+
+def test_http_and_router_results() -> None:
+    plan = HttpPlan(levels=((1, 2), (32, 4)), repeats=2)
+    ours = {1: [_stats(1.0), _stats(1.2)], 32: [_stats(8.0), _stats(9.0)]}
+    vllm = {1: [_stats(1.0)], 32: [_stats(10.0)]}
+    b3 = http_result(ours, vllm, plan)
+    assert b3.row("c=32 req/s").ratio == pytest.approx(0.85)
+    assert [t.met for t in b3.targets] == [False, False, True]
+    b4 = router_result(vllm, ours, repeats=2)
+    assert all(t.met for t in b4.targets)
+
+
+def test_results_file_keeps_the_previous_run(tmp_path: Path) -> None:
+    path = tmp_path / "latest.json"
+    result = BenchResult(
+        "B9", "t", "ours", "base", rows=[Row("x", "us", Summary.of([2.0]), Summary.of([4.0]))]
+    )
+    write_results(path, [result], command="first", settings={})
+    previous = load_previous(path)
+    assert previous is not None
+    result.rows[0] = Row("x", "us", Summary.of([3.0]), Summary.of([4.0]))
+    write_results(path, [result], command="second", settings={})
+    assert json.loads((tmp_path / "previous.json").read_text())["command"] == "first"
+    table = format_result(result, previous["benchmarks"]["B9"])
+    assert "+50.0%" in table
+    assert "0.75x" in table
+
+
+def test_bench_cli_quick_codec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r" / "latest.json"
+    args = _parser().parse_args(["bench", "--only", "B2", "--quick", "--repeats", "1", "--output", str(out)])
+    assert run_bench(args) == 0
+    assert "B2 codec" in capsys.readouterr().out
+    assert set(json.loads(out.read_text())["benchmarks"]) == {"B2"}
+
+
+async def test_slow_reader_bench_runs() -> None:
+    result = await run_slow_reader(SlowReaderPlan(streams=2, tokens=5, work_us=1.0, repeats=1))
+    assert len(result.rows) == 4
+    assert result.rows[0].ours.n == result.rows[0].baseline.n == 1  # type: ignore[union-attr]
