@@ -12,7 +12,7 @@ STAMP := $(VENV)/.synced
 AGAINST ?=
 PYTEST_ARGS ?=
 
-.PHONY: help setup serve bench gen check-gen compat lint typecheck pytest test
+.PHONY: help setup serve bench gen check-gen compat lint typecheck pytest test soak
 
 help:
 	@echo "make setup      create .venv and install the workspace (uv included)"
@@ -22,6 +22,7 @@ help:
 	@echo "make gen        regenerate everything from spec/ and the .proto files"
 	@echo "make check-gen  fail with a diff if generated files are stale"
 	@echo "make compat     compat lint of spec/ against the previous commit (AGAINST=rev to choose)"
+	@echo "make soak       long reliability tests (tests/soak): sustained load, real engine kill, outages"
 	@echo "make lint       ruff check and ruff format --check"
 	@echo "make typecheck  mypy --strict"
 
@@ -70,3 +71,6 @@ pytest: setup
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck check-gen compat pytest
+
+soak: setup
+	VLLM_SOAK=1 $(BIN)/pytest tests/soak $(PYTEST_ARGS)

@@ -146,8 +146,19 @@ def _range_error(param: str, message: str) -> InvalidRequest:
     return InvalidRequest(f"{param} {message}", param=param)
 
 
+def _check_int64(param: str, value: int | None) -> None:
+    """The wire carries 64-bit integers: a larger value is the caller's error, not a mangled message."""
+    if value is not None and not _INT64_MIN <= value <= _INT64_MAX:
+        raise _range_error(param, f"must fit in a signed 64-bit integer, got {value}")
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _verify_args(p: TextSamplingParams, sp: SamplingParams, stop: list[str]) -> None:
     """vLLM's SamplingParams._verify_args."""
+    for name in ("seed", "top_k", "max_tokens", "min_tokens"):
+        _check_int64(name, getattr(sp, name))
     if p.n < 1 or p.n > MAX_N:
         raise _range_error("n", f"must be in [1, {MAX_N}], got {p.n}")
     for name in ("presence_penalty", "frequency_penalty"):

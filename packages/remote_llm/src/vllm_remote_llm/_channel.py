@@ -3,7 +3,9 @@
 The service config asks gRPC itself to balance: `round_robin` over every address the target resolves
 to, client-side health checking (gRFC A17) on `vllm.internal.Llm` so only serving workers are picked,
 and a retry of calls that fail with UNAVAILABLE before any response (a draining or vanished worker),
-which gRPC sends to the next worker.
+which gRPC sends to the next worker. Reconnection attempts to a vanished worker back off to at most
+`MAX_RECONNECT_BACKOFF_MS` (gRPC's default grows to 120 s), so a worker restarted after a long outage
+is used again within seconds.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ SERVICE_CONFIG = json.dumps(
         ],
     }
 )
+
+
+#: The longest wait between reconnection attempts to a worker that went away.
+MAX_RECONNECT_BACKOFF_MS = 2_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +90,8 @@ def open_channel(
         ("grpc.enable_retries", 1),
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.initial_reconnect_backoff_ms", min(1_000, MAX_RECONNECT_BACKOFF_MS)),
+        ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
     ]
     if keepalive is not None:
         options += [

@@ -6,6 +6,8 @@
   (round_robin with client-side health checking, see `_channel`).
 - Readiness is the servers' health status of `vllm.internal.Llm`, watched (true while any worker
   serves); health stays true: a failing server makes this Llm unready, not failed.
+- `generate` encodes the request before it starts the call: a value the wire cannot carry (an int
+  beyond 64 bits) is the caller's `InvalidRequest`, never a mangled message sent to a worker.
 - `generate` reads the call's first output before returning the stream, so a validation error of the
   server (its status, which arrives before any output) is raised by `generate` itself.
 - `abort` cancels the calls of the requests this RemoteLlm started, which reaches exactly the worker
@@ -30,14 +32,17 @@ from vllm_llm import (
     WatchSender,
 )
 from vllm_llm.wire import (
+    GENERATE,
     INFO,
     SERVICE_NAME,
     WIRE_REVISION,
     AbortRequest,
+    GenerateOutput,
     GenerateRequest,
     InfoRequest,
     LlmInfo,
     decode,
+    decoder,
     encode,
 )
 from vllm_remote_llm._call import CallOutputs
@@ -69,6 +74,13 @@ class RemoteLlm(Llm):
         """Use `connect`; this takes over an open channel and the already adopted info."""
         self._channel = channel
         self._stub = LlmStub(channel)
+        # Generate takes the bytes `_encoded` made (the stub's serializer would fail inside grpc).
+        self._generate = channel.unary_stream(
+            GENERATE.path,
+            request_serializer=None,
+            response_deserializer=decoder(GenerateOutput).decode,
+            _registered_method=True,
+        )
         self._info = info
         self._metadata = metadata
         self._timeout = timeout
@@ -122,7 +134,7 @@ class RemoteLlm(Llm):
     async def generate(self, request: GenerateRequest) -> GenerateStream:
         """Check what LlmInfo allows, start the call and return its stream once the first output came."""
         self._check(request)
-        call = self._stub.Generate(request, metadata=self._metadata)
+        call = self._generate(_encoded(request), metadata=self._metadata)
         outputs = CallOutputs(call, request.request_id, self._forget)
         self._calls.setdefault(request.request_id, set()).add(outputs)
         await outputs.start(self._timeout)
@@ -188,6 +200,14 @@ class RemoteLlm(Llm):
             calls.discard(outputs)
             if not calls:
                 del self._calls[outputs.request_id]
+
+
+def _encoded(request: GenerateRequest) -> bytes:
+    """The request's MessagePack bytes; `InvalidRequest` when a value does not fit the wire."""
+    try:
+        return encode(request)
+    except (OverflowError, TypeError) as exc:
+        raise InvalidRequest(f"request {request.request_id!r} cannot be sent: {exc}") from exc
 
 
 async def _fetch_info(

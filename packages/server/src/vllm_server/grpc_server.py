@@ -29,6 +29,11 @@ ServiceAdder = Callable[[grpc.aio.Server], None]
 #: Clients may ping this often (RemoteLlm's keepalive defaults stay above it).
 MIN_CLIENT_PING_INTERVAL_MS = 5_000
 
+#: Calls that may wait for the Python server to pick them up. gRPC's default (1,000, hard limit 3,000)
+#: CANCELs the rest of a burst, e.g. a router opening 1,500 streams at once; a cancelled call is not
+#: retried on another worker and reaches the client as an internal error.
+MAX_PENDING_CALLS = 10_000
+
 
 class GrpcFrontend:
     """Builds, starts, drains and stops the grpc.aio server of one `Llm` (it never shuts the Llm down)."""
@@ -107,6 +112,8 @@ class GrpcFrontend:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_recv_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
             ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
+            ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
+            ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_PENDING_CALLS),
         ]
 
 

@@ -1,20 +1,37 @@
 """The servicer of `vllm.internal.Llm` over any `Llm`: Generate, Info and Abort.
 
 Errors go through the one mapper (`map_error`) and `context.abort`; a validation error of the Llm
-arrives as the call's status before any output. A cancelled call (client cancel, disconnect, deadline,
-or the server stopping after its grace) closes the Llm stream in `finally`, which aborts the request.
+arrives as the call's status before any output. Requests are decoded by typed msgspec decoders built
+from the method table; bytes that do not decode as the method's request type (garbage, truncated or
+mistyped MessagePack, nesting deeper than the decoder's recursion limit, an extension type other than
+the tensor's) end the call with INVALID_ARGUMENT before any handler runs.
+
+A cancelled call (client cancel, disconnect, deadline, or the server stopping after its grace) closes
+the Llm stream in `finally`, which aborts the request.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, NoReturn, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
 
 import grpc
+import msgspec
 
 from vllm_llm import InvalidRequest, Llm, LlmError, Unavailable
-from vllm_llm.wire import AbortRequest, AbortResponse, GenerateRequest, InfoRequest, LlmInfo
-from vllm_remote_llm._grpc_wire import LlmServicer, add_llm_servicer
+from vllm_llm.wire import (
+    METHODS,
+    SERVICE_NAME,
+    TENSOR_EXT_CODE,
+    AbortRequest,
+    AbortResponse,
+    GenerateRequest,
+    InfoRequest,
+    LlmInfo,
+    MethodSpec,
+    encode,
+)
 from vllm_remote_llm.protocol import ACCEPTED_METADATA
 from vllm_server.errors import map_error
 
@@ -34,10 +51,12 @@ class LlmService:
         self._draining = False
 
     def register(self, server: grpc.aio.Server) -> None:
-        """Add the service to `server` (from the generated method table)."""
+        """Add the service to `server` (from the generated method table, with guarded request decoding)."""
         # Generate is a coroutine that writes with `context.write` (see its docstring), not the async
         # generator the generated protocol names; grpc.aio accepts both styles for a streaming handler.
-        add_llm_servicer(server, cast(LlmServicer, self))
+        handlers = {m.name: _method_handler(m, getattr(self, m.name)) for m in METHODS}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+        server.add_registered_method_handlers(SERVICE_NAME, handlers)
 
     def begin_drain(self) -> None:
         """Refuse new Generate calls with UNAVAILABLE from now on; calls in flight go on."""
@@ -87,6 +106,65 @@ class LlmService:
         except Exception as exc:
             await _abort(context, exc)
         return AbortResponse()
+
+
+class _Undecodable:
+    """What the request deserializer returns for bytes that are not the method's request type."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+class _ForeignExtension(ValueError):
+    """A MessagePack extension type other than the tensor's (never decoded: no pickle on this port)."""
+
+
+def _only_tensor_extensions(code: int, data: memoryview) -> msgspec.msgpack.Ext:
+    """msgspec's ext_hook for `any` values: keep tensor bytes as an Ext, refuse every other type."""
+    if code != TENSOR_EXT_CODE:
+        raise _ForeignExtension(f"MessagePack extension type {code} is not accepted")
+    return msgspec.msgpack.Ext(code, bytes(data))
+
+
+def _request_decoder(t: type[Any]) -> Callable[[bytes], Any]:
+    """A deserializer that never raises: a failure becomes an `_Undecodable` the handler rejects.
+
+    grpc.aio would end a call whose deserializer raises with UNKNOWN and the exception's class and text.
+    """
+    typed: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(t, ext_hook=_only_tensor_extensions)
+    what = f"the request is not a valid {t.__name__}"
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return typed.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError, _ForeignExtension) as exc:
+            return _Undecodable(f"{what}: {exc}")
+        except RecursionError:
+            return _Undecodable(f"{what}: nested too deeply")
+
+    return decode
+
+
+def _method_handler(
+    method: MethodSpec[Any, Any], behaviour: Callable[[Any, ServicerContext], Awaitable[Any]]
+) -> grpc.RpcMethodHandler:
+    """The grpcio handler of one method of the table: decode, reject what did not decode, serve."""
+
+    async def guarded(request: Any, context: ServicerContext) -> Any:
+        if isinstance(request, _Undecodable):
+            await _abort(context, InvalidRequest(request.message))
+        return await behaviour(request, context)
+
+    make = (
+        grpc.unary_stream_rpc_method_handler
+        if method.streaming == "server"
+        else grpc.unary_unary_rpc_method_handler
+    )
+    return make(
+        guarded, request_deserializer=_request_decoder(method.request_type), response_serializer=encode
+    )
 
 
 async def _abort(context: ServicerContext, exc: Exception) -> NoReturn:

@@ -48,4 +48,6 @@ async def decode_body(request: Request, type_: type[T]) -> T:
         raise RequestError(str(exc), param=match.group(1) if match else None) from exc
     except msgspec.DecodeError as exc:
         raise RequestError(f"JSON decode error: {exc}") from exc
+    except RecursionError as exc:
+        raise RequestError("JSON decode error: the body nests too deeply") from exc
     return decoded
