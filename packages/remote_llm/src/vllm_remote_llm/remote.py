@@ -8,8 +8,9 @@
   serves); health stays true: a failing server makes this Llm unready, not failed.
 - `generate` encodes the request before it starts the call: a value the wire cannot carry (an int
   beyond 64 bits) is the caller's `InvalidRequest`, never a mangled message sent to a worker.
-- `generate` reads the call's first output before returning the stream, so a validation error of the
-  server (its status, which arrives before any output) is raised by `generate` itself.
+- `generate` returns its stream once the server accepted the request (initial metadata marked
+  `x-vllm-accepted`, see `protocol`), so a validation error of the server (the call's status, which
+  arrives before that) is raised by `generate` itself, and the first output is never waited for.
 - `abort` cancels the calls of the requests this RemoteLlm started, which reaches exactly the worker
   serving each (see `_call`); ids it did not start go to the server through the Abort RPC.
 """
@@ -103,7 +104,7 @@ class RemoteLlm(Llm):
     ) -> RemoteLlm:
         """Connect to `target`, wait (up to `connect_timeout` s) for a serving worker and adopt its info.
 
-        `timeout` bounds unary calls and the wait for a request's first output (None: no bound).
+        `timeout` bounds unary calls, and the waits for acceptance and a request's first output (None: none).
         """
         channel = open_channel(target, tls=tls, keepalive=keepalive, max_message_bytes=max_message_bytes)
         metadata = (("authorization", f"Bearer {api_key}"),) if api_key is not None else ()
@@ -132,7 +133,7 @@ class RemoteLlm(Llm):
         return self._readiness.subscribe()
 
     async def generate(self, request: GenerateRequest) -> GenerateStream:
-        """Check what LlmInfo allows, start the call and return its stream once the first output came."""
+        """Check what LlmInfo allows, start the call and return its stream once the server accepted it."""
         self._check(request)
         call = self._generate(_encoded(request), metadata=self._metadata)
         outputs = CallOutputs(call, request.request_id, self._forget)
