@@ -69,7 +69,8 @@ async def test_rank_out_of_range_is_invalid(dp_llm: EngineCoreLlm) -> None:
 
 async def test_killing_an_engine_is_permanent_death(dp_llm: EngineCoreLlm) -> None:
     health = dp_llm.subscribe_health()
-    stream = await dp_llm.generate(_request("doomed", max_tokens=400))
+    # Pinned to the engine that is killed: engine_pids lists the engines in data-parallel rank order.
+    stream = await dp_llm.generate(_request("doomed", rank=0, max_tokens=400))
     first = await stream.__anext__()
     assert first.finish_reason is None
     os.kill(dp_llm.engine_pids[0], signal.SIGKILL)
