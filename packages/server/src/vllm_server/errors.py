@@ -12,10 +12,8 @@ from http import HTTPStatus
 import grpc
 
 from vllm_llm import (
-    EngineDead,
     InvalidRequest,
     LlmError,
-    Remote,
     RemoteInvalidRequest,
     Unavailable,
     Unsupported,
@@ -79,7 +77,7 @@ def map_error(exc: BaseException) -> ErrorMapping:
             "ServiceUnavailableError",
             exc.message,
         )
-    if isinstance(exc, EngineDead | Remote | LlmError):
+    if isinstance(exc, LlmError):  # EngineDead, Remote and any other Llm failure
         return ErrorMapping(
             HTTPStatus.INTERNAL_SERVER_ERROR, grpc.StatusCode.INTERNAL, "InternalServerError", exc.message
         )
