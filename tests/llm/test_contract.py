@@ -73,6 +73,23 @@ async def test_logprobs_rows(harness: Harness) -> None:
         assert all(lp <= 0.0 for lp in row.logprobs)
 
 
+async def test_stream_interval_batches_outputs_and_loses_nothing(harness: Harness) -> None:
+    """vLLM's stream interval: the first and the final output at once, every other one >= N tokens."""
+    every = await collect(await harness.llm.generate(harness.request("si-1", max_tokens=11, ignore_eos=True)))
+    got = await collect(
+        await harness.llm.generate(
+            harness.request("si-4", max_tokens=11, ignore_eos=True, logprobs=1, stream_interval=4)
+        )
+    )
+    assert got.token_ids == every.token_ids
+    assert got.finish_reason == FinishReason.LENGTH
+    middle = got.outputs[1:-1]
+    assert middle, [len(o.token_ids) for o in got.outputs]
+    assert all(len(o.token_ids) >= 4 for o in middle), [len(o.token_ids) for o in got.outputs]
+    assert all(len(o.logprobs or ()) == len(o.token_ids) for o in got.outputs)
+    assert got.outputs[0].prompt_info is not None
+
+
 async def test_abort_mid_stream_ends_with_abort_and_leaves_no_state(harness: Harness) -> None:
     stream = await harness.llm.generate(harness.request("to-abort", max_tokens=400, ignore_eos=True))
     first = await stream.__anext__()

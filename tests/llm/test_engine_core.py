@@ -99,6 +99,7 @@ EVERY_FIELD = GenerateRequest(
         thinking_token_budget=5,
         skip_reading_prefix_cache=True,
         extra_args={"custom": [1, 2]},
+        stream_interval=3,
     ),
     lora_request=LoraRequest("adapter", 3, "/adapters/x", "base", True, True),
     prompt_embeds=EMBEDS,
@@ -196,6 +197,7 @@ SAMPLING_FIELDS: dict[str, Callable[[Any], Any]] = {
             "allowed_token_ids",
             "thinking_token_budget",
             "skip_reading_prefix_cache",
+            "stream_interval",
         )
     },
     "stop_token_ids": lambda e: sorted(_sp(e).stop_token_ids),

@@ -136,3 +136,45 @@ async def test_engine_errors_and_tokenize(engine_server: Served) -> None:
     assert tokens == engine_server.state.text().encode("hello there")
     r = await engine_server.http.post("/detokenize", json={"tokens": tokens})
     assert r.json()["prompt"].endswith("hello there")
+
+
+@pytest.mark.parametrize("route", ["chat", "completions"])
+async def test_stream_interval_over_http(engine_server: Served, route: str) -> None:
+    """vLLM's per-request `stream_interval`: the same tokens and text, in chunks of at least N tokens."""
+    common: dict[str, Any] = {"model": MODEL, "temperature": 0, "max_tokens": 13}
+    extra = {"ignore_eos": True, "return_token_ids": True}
+
+    async def chunks(interval: int | None) -> list[tuple[list[int], str]]:
+        body = dict(extra) | ({"stream_interval": interval} if interval is not None else {})
+        if route == "chat":
+            messages: Any = [{"role": "user", "content": "Tell me a story"}]
+            stream: Any = await engine_server.client.chat.completions.create(
+                messages=messages, stream=True, extra_body=body, **common
+            )
+            return [
+                (c.choices[0].model_extra["token_ids"] or [], c.choices[0].delta.content or "")
+                async for c in stream
+                if c.choices and c.choices[0].model_extra.get("token_ids") is not None
+            ]
+        stream = await engine_server.client.completions.create(
+            prompt="Once upon a time", stream=True, extra_body=body, **common
+        )
+        return [(c.choices[0].model_extra["token_ids"] or [], c.choices[0].text) async for c in stream]
+
+    every, batched = await chunks(None), await chunks(4)
+    assert [t for ids, _ in batched for t in ids] == [t for ids, _ in every for t in ids]
+    assert "".join(text for _, text in batched) == "".join(text for _, text in every)
+    sizes = [len(ids) for ids, _ in batched]
+    assert sum(sizes) == 13
+    assert all(n >= 4 for n in sizes[1:-1]), sizes
+    assert len(sizes) < len(every), (sizes, [len(ids) for ids, _ in every])
+
+
+async def test_a_bad_stream_interval_is_a_400(engine_server: Served) -> None:
+    with pytest.raises(openai.BadRequestError) as bad:
+        await engine_server.client.completions.create(
+            model=MODEL, prompt="hi", max_tokens=3, extra_body={"stream_interval": 0}
+        )
+    error = bad.value.response.json()["error"]
+    assert error["param"] == "stream_interval"
+    assert "at least 1" in error["message"]

@@ -123,6 +123,7 @@ class Lowering:
                 thinking_token_budget=wp.thinking_token_budget,
                 skip_reading_prefix_cache=wp.skip_reading_prefix_cache,
                 extra_args=extra_args,
+                stream_interval=wp.stream_interval,
                 output_kind=RequestOutputKind.DELTA,
                 detokenize=False,
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_llm._pacing import StreamPacer
 from vllm_llm.wire import FinishReason, GenerateOutput, LogprobRow, PromptInfo
 
 
@@ -18,17 +19,19 @@ def logprob_rows(token_ids: Any, logprobs: Any, ranks: Any) -> list[LogprobRow]:
 class RequestState:
     """What EngineCoreLlm keeps per in-flight request to build its outputs."""
 
-    __slots__ = ("external_id", "num_cached_tokens", "prompt_len", "prompt_logprobs", "started")
+    __slots__ = ("external_id", "num_cached_tokens", "pacer", "prompt_len", "prompt_logprobs", "started")
 
-    def __init__(self, external_id: str, prompt_len: int) -> None:
+    def __init__(self, external_id: str, prompt_len: int, stream_interval: int = 1) -> None:
         self.external_id = external_id
         self.prompt_len = prompt_len
+        self.pacer = StreamPacer(stream_interval)
         self.started = False
         self.prompt_logprobs: list[LogprobRow] | None = None
         self.num_cached_tokens = 0
 
     def convert(self, o: Any) -> GenerateOutput | None:
-        """The output for one EngineCoreOutput; None when it only carried a chunk of prompt logprobs."""
+        """The output to send for one EngineCoreOutput; None when it only carried a chunk of prompt
+        logprobs, or while the stream interval holds it."""
         if o.prefill_stats is not None:
             self.num_cached_tokens = o.prefill_stats.num_cached_tokens
         plp = o.new_prompt_logprobs_tensors
@@ -57,4 +60,4 @@ class RequestState:
                 num_cached_tokens=self.num_cached_tokens,
                 prompt_logprobs=self.prompt_logprobs,
             )
-        return out
+        return self.pacer.pace(out)

@@ -82,6 +82,7 @@ def lower_request(
         structured_outputs=p.structured_outputs,
         repetition_detection=p.repetition_detection,
         extra_args=p.extra_args,
+        stream_interval=p.stream_interval,
     )
     stop = list(dict.fromkeys(p.stop))
     stop_token_ids = list(dict.fromkeys(p.stop_token_ids))
@@ -157,8 +158,10 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def _verify_args(p: TextSamplingParams, sp: SamplingParams, stop: list[str]) -> None:
     """vLLM's SamplingParams._verify_args."""
-    for name in ("seed", "top_k", "max_tokens", "min_tokens"):
+    for name in ("seed", "top_k", "max_tokens", "min_tokens", "stream_interval"):
         _check_int64(name, getattr(sp, name))
+    if sp.stream_interval is not None and sp.stream_interval < 1:
+        raise _range_error("stream_interval", f"must be at least 1, got {sp.stream_interval}")
     if p.n < 1 or p.n > MAX_N:
         raise _range_error("n", f"must be in [1, {MAX_N}], got {p.n}")
     for name in ("presence_penalty", "frequency_penalty"):

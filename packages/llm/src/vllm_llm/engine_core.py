@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from vllm_llm._channel import OutputChannel
 from vllm_llm._errors import EngineDead, InvalidRequest, LlmError, Unavailable
 from vllm_llm._interface import Llm
+from vllm_llm._pacing import effective_interval
 from vllm_llm._stream import GenerateStream
 from vllm_llm.watch import Watch, WatchSender
 from vllm_llm.wire import FinishReason, GenerateOutput, GenerateRequest, LlmInfo, LoraRequest
@@ -57,6 +58,9 @@ class EngineCoreSettings:
     structured_outputs_backend: str = "auto"
     log_stats: bool = False
     randomize_request_ids: bool = True
+    #: Send a request's outputs every this many new tokens (vLLM's `--stream-interval`); a request may
+    #: ask for a larger interval (`SamplingParams.stream_interval`), never a smaller one.
+    stream_interval: int = 1
     #: Further `vllm.engine.arg_utils.AsyncEngineArgs` fields, passed through.
     engine_args: dict[str, Any] = field(default_factory=dict)
 
@@ -78,6 +82,7 @@ class EngineCoreSettings:
             "enable_prompt_embeds": self.enable_prompt_embeds,
             "structured_outputs_config": {"backend": self.structured_outputs_backend},
             "disable_log_stats": not self.log_stats,
+            "stream_interval": self.stream_interval,
         }
         if self.enable_lora:
             kwargs |= {"max_loras": self.max_loras, "max_lora_rank": self.max_lora_rank}
@@ -184,7 +189,9 @@ class EngineCoreLlm(Llm):
         from vllm_llm._engine_outputs import RequestState
 
         channel = OutputChannel()
-        self._requests[internal] = (RequestState(request.request_id, len(request.prompt_token_ids)), channel)
+        interval = effective_interval(request.sampling_params.stream_interval, self.settings.stream_interval)
+        state = RequestState(request.request_id, len(request.prompt_token_ids), interval)
+        self._requests[internal] = (state, channel)
         self._by_external.setdefault(request.request_id, set()).add(internal)
         try:
             await client.add_request_async(engine_request)
@@ -367,6 +374,9 @@ class EngineCoreLlm(Llm):
             return
         for internal in live:
             state, channel = self._forget(internal)
+            held = state.pacer.flush()
+            if held is not None:
+                channel.put(held)  # tokens the stream interval held back are delivered, not lost
             channel.put(
                 GenerateOutput(request_id=state.external_id, token_ids=[], finish_reason=FinishReason.ABORT)
             )

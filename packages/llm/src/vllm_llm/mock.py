@@ -3,7 +3,8 @@
 Tokens are derived from the prompt (`MockLlm.token_at`). Like vLLM's scheduler it stops on the eos token
 (unless ignore_eos), on stop token ids (stop_reason = the id), at max_tokens or max_model_len (length),
 and masks every stop token before min_tokens. A step loop emits one token per running request per step,
-for at most `max_batch` requests, every `step_interval` seconds (0: flat out).
+for at most `max_batch` requests, every `step_interval` seconds (0: flat out). Outputs are paced by the
+stream interval like EngineCoreLlm's (`stream_interval`, raised per request by the sampling parameter).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from vllm_llm._channel import OutputChannel
 from vllm_llm._errors import EngineDead, InvalidRequest, PromptTooLong, Unavailable
 from vllm_llm._interface import Llm
+from vllm_llm._pacing import StreamPacer, effective_interval
 from vllm_llm._stream import GenerateStream
 from vllm_llm.watch import Watch, WatchSender
 from vllm_llm.wire import (
@@ -52,6 +54,7 @@ def default_info() -> LlmInfo:
 class _Running:
     request: GenerateRequest
     channel: OutputChannel
+    pacer: StreamPacer
     produced: list[int] = field(default_factory=list)
     started: bool = False
 
@@ -67,12 +70,14 @@ class MockLlm(Llm):
         max_batch: int = 1 << 30,
         first_token_id: int = 16,
         coalesce: bool = True,
+        stream_interval: int = 1,
     ) -> None:
         self._info = info or default_info()
         self.step_interval = step_interval
         self.max_batch = max_batch
         self.first_token_id = first_token_id
         self._coalesce = coalesce
+        self.stream_interval = stream_interval
         self._health = WatchSender(True)
         self._ready = WatchSender(True)
         self._running: dict[int, _Running] = {}
@@ -109,7 +114,8 @@ class MockLlm(Llm):
         self.requests.append(request)
         internal = next(self._ids)
         channel = OutputChannel(coalesce=self._coalesce)
-        self._running[internal] = _Running(request, channel)
+        pacer = StreamPacer(effective_interval(request.sampling_params.stream_interval, self.stream_interval))
+        self._running[internal] = _Running(request, channel, pacer)
         self._num_running.send(len(self._running))
         self._by_external.setdefault(request.request_id, set()).add(internal)
         self._ensure_loop()
@@ -202,6 +208,10 @@ class MockLlm(Llm):
         for name, k in (("logprobs", sp.logprobs), ("prompt_logprobs", sp.prompt_logprobs)):
             if k is not None and not -1 <= k <= MAX_LOGPROBS:
                 raise InvalidRequest(f"{name} must be in [-1, {MAX_LOGPROBS}], got {k}", param=name)
+        if sp.stream_interval is not None and sp.stream_interval < 1:
+            raise InvalidRequest(
+                f"stream_interval must be at least 1, got {sp.stream_interval}", param="stream_interval"
+            )
         if sp.temperature < 0:
             raise InvalidRequest(
                 f"temperature must be non-negative, got {sp.temperature}", param="temperature"
@@ -265,7 +275,9 @@ class MockLlm(Llm):
             )
         if finish is not None:
             self._finish(internal)
-        running.channel.put(out)
+        paced = running.pacer.pace(out)
+        if paced is not None:
+            running.channel.put(paced)
 
     def _sample(self, prompt: Sequence[int], index: int, sp: SamplingParams) -> int:
         token = self.token_at(prompt, index)
@@ -309,6 +321,9 @@ class MockLlm(Llm):
             return
         running = self._finish(internal)
         self.aborted.append(running.request.request_id)
+        held = running.pacer.flush()
+        if held is not None:
+            running.channel.put(held)
         running.channel.put(
             GenerateOutput(
                 request_id=running.request.request_id, token_ids=[], finish_reason=FinishReason.ABORT

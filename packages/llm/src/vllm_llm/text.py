@@ -75,6 +75,8 @@ class TextSamplingParams(msgspec.Struct, kw_only=True):
     repetition_detection: RepetitionDetection | None = None
     kv_transfer_params: dict[str, Any] | None = None
     extra_args: dict[str, Any] | None = None
+    stream_interval: int | None = None
+    """Stream every this many new tokens (first and last at once); None: the Llm's own interval."""
 
 
 class TextRequest(msgspec.Struct, kw_only=True):

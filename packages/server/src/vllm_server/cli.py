@@ -69,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
         help="no torch.compile / graphs",
     )
     model.add_argument("--max-num-seqs", type=int)
+    model.add_argument(
+        "--stream-interval",
+        type=_at_least_one,
+        default=1,
+        help="send a request's outputs every N new tokens (first and last at once); also for --mock",
+    )
     model.add_argument("--max-num-batched-tokens", type=int)
     model.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
     model.add_argument("--enable-lora", action="store_true")
@@ -98,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_serve)
     add_bench_parser(sub)
     return parser
+
+
+def _at_least_one(value: str) -> int:
+    """`--stream-interval`: an integer >= 1."""
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {value!r}")
+    return n
 
 
 def _env_flag(name: str) -> bool:
@@ -153,6 +167,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         log_stats=not args.disable_log_stats,
         randomize_request_ids=not _env_flag("VLLM_DISABLE_REQUEST_ID_RANDOMIZATION"),
         profiler_dir=args.profiler_dir,
+        stream_interval=args.stream_interval,
     )
     return FrontendConfig(server=server, engine_core=engine)
 
@@ -218,7 +233,7 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
             eos_token_id=tok.eos_token_id,
             wire_revision=WIRE_REVISION,
         )
-        return MockLlm(info=info, step_interval=0.01)
+        return MockLlm(info=info, step_interval=0.01, stream_interval=args.stream_interval)
     from vllm_remote_llm import RemoteLlm, RemoteTls
 
     tls = None

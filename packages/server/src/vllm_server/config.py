@@ -90,6 +90,8 @@ class EngineCoreConfig:
     randomize_request_ids: bool = True
     #: Torch profiler output directory; enables /start_profile and /stop_profile in dev mode.
     profiler_dir: str | None = None
+    #: Send a request's outputs every this many new tokens (vLLM's `--stream-interval`).
+    stream_interval: int = 1
     engine_args: dict[str, Any] = field(default_factory=dict)
 
     def settings(self, served_model_name: str | None) -> EngineCoreSettings:
@@ -118,6 +120,7 @@ class EngineCoreConfig:
             structured_outputs_backend=self.structured_outputs_backend,
             log_stats=self.log_stats,
             randomize_request_ids=self.randomize_request_ids,
+            stream_interval=self.stream_interval,
             engine_args=engine_args,
         )
 

@@ -43,6 +43,7 @@ class GenerateSamplingParams(msgspec.Struct, kw_only=True):
     extra_args: dict[str, Any] | None = None
     bad_words: list[str] | None = None
     repetition_detection: RepetitionDetection | None = None
+    stream_interval: int | None = None
 
     @property
     def stop_strings(self) -> list[str]:
@@ -77,6 +78,7 @@ class GenerateSamplingParams(msgspec.Struct, kw_only=True):
             structured_outputs=structured_outputs(self.structured_outputs, None),
             repetition_detection=self.repetition_detection,
             extra_args=self.extra_args,
+            stream_interval=self.stream_interval,
         )
 
 

@@ -106,6 +106,7 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     vllm_xargs: dict[str, Any] | None = None
     repetition_detection: RepetitionDetection | None = None
     return_token_ids: bool | None = None
+    stream_interval: int | None = None
 
     @property
     def streaming(self) -> bool:
@@ -183,6 +184,7 @@ class SamplingFields(msgspec.Struct, kw_only=True):
             structured_outputs=structured_outputs(self.structured_outputs, self.response_format),
             repetition_detection=self.repetition_detection,
             extra_args=self.vllm_xargs or None,
+            stream_interval=self.stream_interval,
         )
 
 
