@@ -37,6 +37,14 @@ class HttpPlan:
     max_tokens: int = 64
     repeats: int = 3
     warmup_requests: int = 16
+    #: `--stream-interval` of both servers (vLLM's flag; 1, its default, streams every token).
+    stream_interval: int = 1
+
+    @property
+    def engine_flags(self) -> tuple[str, ...]:
+        """The engine flags both servers get."""
+        interval = ("--stream-interval", str(self.stream_interval)) if self.stream_interval != 1 else ()
+        return (*ENGINE_FLAGS, *interval)
 
     def loads(self) -> list[Load]:
         """One Load per level."""
@@ -46,11 +54,13 @@ class HttpPlan:
 QUICK_HTTP = HttpPlan(levels=((1, 2), (8, 16)), max_tokens=16, repeats=1, warmup_requests=4)
 
 
-async def start_worker(model_dir: Path, log_dir: Path) -> tuple[ServerProcess, int]:
+async def start_worker(
+    model_dir: Path, log_dir: Path, engine_flags: Sequence[str] = ENGINE_FLAGS
+) -> tuple[ServerProcess, int]:
     """`vllm-frontend serve --model` on free ports; returns it and its gRPC port."""
     port, grpc_port = free_port(), free_port()
     argv = frontend_argv(
-        "serve", "--model", str(model_dir), "--served-model-name", MODEL_NAME, *ENGINE_FLAGS,
+        "serve", "--model", str(model_dir), "--served-model-name", MODEL_NAME, *engine_flags,
         "--host", "127.0.0.1", "--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "warning",
     )  # fmt: skip
     server = await start_server(
@@ -59,12 +69,14 @@ async def start_worker(model_dir: Path, log_dir: Path) -> tuple[ServerProcess, i
     return server, grpc_port
 
 
-async def start_vllm(model_dir: Path, log_dir: Path) -> ServerProcess:
+async def start_vllm(
+    model_dir: Path, log_dir: Path, engine_flags: Sequence[str] = ENGINE_FLAGS
+) -> ServerProcess:
     """vLLM's own OpenAI server (`python -m vllm.entrypoints.openai.api_server`) on a free port."""
     port = free_port()
     argv = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-        "--served-model-name", MODEL_NAME, *ENGINE_FLAGS, *VLLM_ONLY_FLAGS, "--host", "127.0.0.1",
+        "--served-model-name", MODEL_NAME, *engine_flags, *VLLM_ONLY_FLAGS, "--host", "127.0.0.1",
         "--port", str(port),
     ]  # fmt: skip
     return await start_server(
@@ -133,6 +145,7 @@ def http_result(ours: Measured, vllm: Measured, plan: HttpPlan) -> BenchResult:
         rows=load_rows(ours, vllm),
         notes=[
             f"levels (concurrency x requests): {list(plan.levels)}; {plan.repeats} repeats",
+            f"engine flags of both servers: {' '.join(plan.engine_flags)}",
             tokens_per_chunk_note("ours", ours),
             tokens_per_chunk_note("vLLM", vllm),
         ],
@@ -156,7 +169,7 @@ async def run_http(
 ) -> list[BenchResult]:
     """Run B3 and/or B4; they share the worker (started once): B4 compares the router with it."""
     results: list[BenchResult] = []
-    worker, grpc_port = await start_worker(model_dir, log_dir)
+    worker, grpc_port = await start_worker(model_dir, log_dir, plan.engine_flags)
     router: ServerProcess | None = None
     try:
         if b4:
@@ -171,7 +184,7 @@ async def run_http(
         await worker.stop()
     ours = measured[0]
     if b3:
-        vllm = await start_vllm(model_dir, log_dir)
+        vllm = await start_vllm(model_dir, log_dir, plan.engine_flags)
         try:
             await warm_up(vllm, plan)
             (theirs,) = await measure([vllm], plan)
@@ -179,5 +192,7 @@ async def run_http(
             await vllm.stop()
         results.append(http_result(ours, theirs, plan))
     if router is not None:
-        results.append(router_result(measured[1], ours, plan.repeats))
+        b4_result = router_result(measured[1], ours, plan.repeats)
+        b4_result.notes.append(f"engine flags of the worker: {' '.join(plan.engine_flags)}")
+        results.append(b4_result)
     return results
