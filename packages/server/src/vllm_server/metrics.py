@@ -53,8 +53,8 @@ class RequestMetrics:
         self._tokens = 0
         self.done = False
         metrics.in_flight += 1
-        metrics.prompt_tokens.labels(metrics.model_name).inc(prompt_tokens)
-        metrics.request_prompt_tokens.labels(metrics.model_name).observe(prompt_tokens)
+        metrics.prompt_tokens_of_model.inc(prompt_tokens)
+        metrics.request_prompt_tokens_of_model.observe(prompt_tokens)
 
     def tokens(self, n: int) -> None:
         """`n` new output tokens arrived now."""
@@ -64,12 +64,12 @@ class RequestMetrics:
         m = self._m
         if self._first:
             self._first = False
-            m.ttft.labels(m.model_name).observe(now - self._start)
+            m.ttft_of_model.observe(now - self._start)
         else:
-            m.itl.labels(m.model_name).observe((now - self._last) / n)
+            m.itl_of_model.observe((now - self._last) / n)
         self._last = now
         self._tokens += n
-        m.generation_tokens.labels(m.model_name).inc(n)
+        m.generation_tokens_of_model.inc(n)
 
     def finish(self, reason: str | None) -> None:
         """The request ended with `reason` (None: failed or cancelled)."""
@@ -78,8 +78,8 @@ class RequestMetrics:
         self.done = True
         m = self._m
         m.in_flight -= 1
-        m.e2e.labels(m.model_name).observe(time.perf_counter() - self._start)
-        m.request_generation_tokens.labels(m.model_name).observe(self._tokens)
+        m.e2e_of_model.observe(time.perf_counter() - self._start)
+        m.request_generation_tokens_of_model.observe(self._tokens)
         if reason is not None:
             m.success.labels(m.model_name, reason).inc()
 
@@ -149,6 +149,14 @@ class Metrics:
         self.healthy = Gauge("vllm:healthy", "1 while the Llm is alive.", labels, registry=r)
         self.ready = Gauge("vllm:ready", "1 while the server takes new requests.", labels, registry=r)
         r.register(_EngineCollector(self, engine_stats))
+        # This server's children (one model name), looked up once: `labels()` per token is not free.
+        self.ttft_of_model = self.ttft.labels(model_name)
+        self.itl_of_model = self.itl.labels(model_name)
+        self.e2e_of_model = self.e2e.labels(model_name)
+        self.generation_tokens_of_model = self.generation_tokens.labels(model_name)
+        self.prompt_tokens_of_model = self.prompt_tokens.labels(model_name)
+        self.request_prompt_tokens_of_model = self.request_prompt_tokens.labels(model_name)
+        self.request_generation_tokens_of_model = self.request_generation_tokens.labels(model_name)
 
     def start(self, prompt_tokens: int) -> RequestMetrics:
         """Start recording one request."""

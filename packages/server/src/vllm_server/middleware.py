@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Awaitable
 from http import HTTPStatus
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -116,11 +117,12 @@ class LoadMiddleware:
             return
         status = 500
 
-        async def track(message: Message) -> None:
+        def track(message: Message) -> Awaitable[None]:
+            # A plain function handing back `send`'s awaitable: no coroutine of its own per SSE chunk.
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-            await send(message)
+            return send(message)
 
         self.load.add(1)
         try:
