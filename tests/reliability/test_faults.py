@@ -1,5 +1,6 @@
-"""Faults with real processes on loopback: a worker SIGKILLed mid-stream and restarted, a stalled worker,
-a SIGTERM drain under load; and, in process, engine failure and pause while streams run."""
+"""Faults with real processes on loopback: a worker SIGKILLed mid-stream and restarted, a stalled worker
+(before its first output, and mid-stream), a SIGTERM drain under load; and, in process, engine failure
+and pause while streams run."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ from pathlib import Path
 
 import grpc
 import httpx
+import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tests.grpc.serving import request as grpc_request
 from tests.reliability.conftest import Cluster, no_engine_work
 from tests.reliability.processes import Frontend, mock_worker, router_over, until
 from tests.reliability.sse import Streamed, completion, stream_completion
+from vllm_llm import GenerateStream, Unavailable
 from vllm_llm.wire import SERVICE_NAME
+from vllm_remote_llm import Keepalive, RemoteLlm
 
 Processes = tuple[Frontend, list[Frontend]]
 
@@ -105,6 +110,61 @@ async def test_a_stalled_worker_hits_the_deadline(tiny_model_dir: Path) -> None:
             await _chat_ok(http, 2)
     finally:
         await asyncio.gather(router.stop(), worker.stop())
+
+
+async def test_a_worker_stalled_mid_stream_hits_the_idle_bound(tiny_model_dir: Path) -> None:
+    """SIGSTOP after the first chunk: the router's idle bound (2 s here) ends the stream with a 503 event.
+
+    Keepalive would catch the stop too, but only after its 10 s ping timeout: < 5 s is the idle bound.
+    """
+    worker = await mock_worker()
+    router = await router_over([worker], tiny_model_dir, "--remote-idle-timeout", "2")
+    try:
+        async with httpx.AsyncClient(base_url=router.base_url, timeout=30) as http:
+            stream = Streamed()
+            task = asyncio.create_task(stream_completion(http, completion(0, 500), stream))  # ~5 s
+            await asyncio.wait_for(stream.first.wait(), 30)
+            worker.signal(signal.SIGSTOP)
+            stalled = time.monotonic()
+            ended = await asyncio.wait_for(task, 20)
+            took = time.monotonic() - stalled
+            assert ended.errors and ended.errors[0]["code"] == 503, ended.frames[-2:]
+            assert ended.done  # the error event, then [DONE]
+            assert 1.9 < took < 5, f"the stalled stream ended {took:.1f} s after the stop"
+            worker.signal(signal.SIGCONT)
+            await _chat_ok(http, 1)  # the worker, resumed, serves again through the same router
+    finally:
+        await asyncio.gather(router.stop(), worker.stop())
+
+
+async def test_a_worker_stalled_mid_stream_is_caught_by_keepalive() -> None:
+    """No idle bound: keepalive alone (ping 5 s, ack within 1 s) fails the stalled call in a few seconds.
+
+    It does because the channel sets `grpc.http2.ping_timeout_ms` (`_channel.py`); without it the ping
+    in flight to the stopped worker has a 60 s watchdog and the stream hangs.
+    """
+    worker = await mock_worker()
+    remote = await RemoteLlm.connect(
+        worker.grpc_target, keepalive=Keepalive(time=5, timeout=1), idle_timeout=None, connect_timeout=30
+    )
+    try:
+        stream = await remote.generate(grpc_request("stalled", max_tokens=100_000))
+        for _ in range(20):
+            await stream.__anext__()
+        worker.signal(signal.SIGSTOP)
+        stalled = time.monotonic()
+        with pytest.raises(Unavailable):
+            await asyncio.wait_for(_drain(stream), 20)
+        took = time.monotonic() - stalled
+        assert took < 8, f"keepalive failed the stalled call after {took:.1f} s"
+    finally:
+        await remote.shutdown()
+        await worker.stop()
+
+
+async def _drain(stream: GenerateStream) -> None:
+    async for _ in stream:
+        pass
 
 
 async def test_sigterm_drains_a_worker_under_load_without_losing_a_request(two_workers: Processes) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import grpc
 import httpx
-import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.reliability.processes import Frontend, mock_worker, router_over, until
@@ -141,15 +140,16 @@ async def _completes(http: httpx.AsyncClient) -> bool:
     return (await http.post("/v1/completions", json=completion(0, 4))).status_code == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="grpc writes no keepalive ping while a BDP ping is outstanding to the stopped peer, and arms "
-    "no watchdog: the stream hangs (seen > 60 s, and > 30 s with keepalive 2 s + 1 s)",
-)
 async def test_a_worker_stalled_mid_stream_is_detected_by_keepalive(tiny_model_dir: Path) -> None:
-    """A SIGSTOPped worker answers no keepalive ping: the stream ends with a 503 event in < 45 s."""
+    """A SIGSTOPped worker answers no ping: with the router's default keepalive (30 s, 10 s) and its idle
+    bound off, the stream ends with a 503 event in < 45 s (keepalive time + timeout, plus slack).
+
+    It holds because the channel sets `grpc.http2.ping_timeout_ms` to the keepalive timeout: the ping in
+    flight at the stall (usually a BDP ping) then fails the connection after 10 s; without it that
+    ping's watchdog is gRPC's 60 s default and keepalive adds none, so the stream hung (> 60 s).
+    """
     worker = await mock_worker()
-    router = await router_over([worker], tiny_model_dir)
+    router = await router_over([worker], tiny_model_dir, "--remote-idle-timeout", "0")
     try:
         async with httpx.AsyncClient(base_url=router.base_url, timeout=120) as http:
             stream = Streamed()

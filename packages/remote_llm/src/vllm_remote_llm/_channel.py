@@ -6,6 +6,17 @@ and a retry of calls that fail with UNAVAILABLE before any response (a draining 
 which gRPC sends to the next worker. Reconnection attempts to a vanished worker back off to at most
 `MAX_RECONNECT_BACKOFF_MS` (gRPC's default grows to 120 s), so a worker restarted after a long outage
 is used again within seconds.
+
+Keepalive detects a worker that stopped answering (dead host, partition, SIGSTOP) even while a stream
+is open, because the channel also sets `grpc.http2.ping_timeout_ms` to the keepalive timeout. Without
+it, keepalive alone did not fire: gRPC core's keepalive ping piggybacks on a ping already in flight
+(the BDP ping that flow control sends while data streams in), and the ack watchdog on a ping is
+`grpc.http2.ping_timeout_ms`, which defaults to 1 minute; `keepalive_timeout_ms` arms its own watchdog
+only in a corner case. Measured against a SIGSTOPped mock worker with a stream open: keepalive 30 s +
+10 s alone, no failure after 60 s; keepalive 2 s + 1 s alone, none after 22 s; with the ping timeout
+set to the keepalive timeout, UNAVAILABLE `Stream removed (ping timeout)` after 10.1 s and 1.0 s
+respectively. The bound is the keepalive timeout when a ping is in flight at the stall (usual on a
+busy stream), at most keepalive time + timeout otherwise.
 """
 
 from __future__ import annotations
@@ -73,7 +84,12 @@ class RemoteTls:
 
 @dataclass(frozen=True, kw_only=True)
 class Keepalive:
-    """Client keepalive pings, to notice a dead worker without waiting for TCP (seconds)."""
+    """Client keepalive pings, to notice a dead or stopped worker without waiting for TCP (seconds).
+
+    A ping goes out after `time` s without one; every ping (keepalive or BDP) must be acknowledged
+    within `timeout` s, else the connection and every call on it fail with UNAVAILABLE. The server
+    must permit pings this often (`vllm_server.grpc_server.MIN_CLIENT_PING_INTERVAL_MS`, 5 s).
+    """
 
     time: float = 30.0
     timeout: float = 10.0
@@ -97,6 +113,8 @@ def open_channel(
         options += [
             ("grpc.keepalive_time_ms", int(keepalive.time * 1000)),
             ("grpc.keepalive_timeout_ms", int(keepalive.timeout * 1000)),
+            # The watchdog that actually fires on an open stream (see the module docstring).
+            ("grpc.http2.ping_timeout_ms", int(keepalive.timeout * 1000)),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.max_pings_without_data", 0),
         ]

@@ -13,6 +13,12 @@
   arrives before that) is raised by `generate` itself, and the first output is never waited for.
 - `abort` cancels the calls of the requests this RemoteLlm started, which reaches exactly the worker
   serving each (see `_call`); ids it did not start go to the server through the Abort RPC.
+- A worker that goes silent on an open stream is caught twice: keepalive pings, each of which must be
+  acknowledged within the keepalive timeout, catch a dead, partitioned or stopped (SIGSTOP) worker
+  (see `_channel`); `idle_timeout` catches one whose transport still answers but whose Llm stopped
+  producing (a wedged engine or event loop).
+- Responses are decoded by the wire's decoders, which refuse foreign MessagePack extension types in
+  `any` values: such an output or LlmInfo is a `Remote(code="DATA_LOSS")` error, never decoded.
 """
 
 from __future__ import annotations
@@ -38,21 +44,23 @@ from vllm_llm.wire import (
     SERVICE_NAME,
     WIRE_REVISION,
     AbortRequest,
-    GenerateOutput,
     GenerateRequest,
     InfoRequest,
     LlmInfo,
     decode,
-    decoder,
     encode,
 )
-from vllm_remote_llm._call import CallOutputs
+from vllm_remote_llm._call import CallOutputs, output_deserializer
 from vllm_remote_llm._channel import Keepalive, RemoteTls, open_channel
 from vllm_remote_llm._errors import WireRevisionMismatch, translate_errors
 from vllm_remote_llm._grpc_wire import LlmStub
 from vllm_remote_llm._readiness import ReadinessWatch
 
 DEFAULT_KEEPALIVE = Keepalive()
+
+#: The default `idle_timeout` (seconds): far above any healthy gap between two outputs of a running
+#: request, yet bounded. See `RemoteLlm.connect`.
+DEFAULT_IDLE_TIMEOUT = 120.0
 
 
 class _Revision(msgspec.Struct):
@@ -71,20 +79,23 @@ class RemoteLlm(Llm):
         *,
         metadata: tuple[tuple[str, str], ...],
         timeout: float | None,
+        idle_timeout: float | None = None,
     ) -> None:
         """Use `connect`; this takes over an open channel and the already adopted info."""
+        _check_idle_timeout(idle_timeout)
         self._channel = channel
         self._stub = LlmStub(channel)
         # Generate takes the bytes `_encoded` made (the stub's serializer would fail inside grpc).
         self._generate = channel.unary_stream(
             GENERATE.path,
             request_serializer=None,
-            response_deserializer=decoder(GenerateOutput).decode,
+            response_deserializer=output_deserializer(),
             _registered_method=True,
         )
         self._info = info
         self._metadata = metadata
         self._timeout = timeout
+        self._idle_timeout = idle_timeout
         self._health = WatchSender(True)
         self._readiness = ReadinessWatch(channel, SERVICE_NAME, metadata)
         self._calls: dict[str, set[CallOutputs]] = {}
@@ -98,6 +109,7 @@ class RemoteLlm(Llm):
         tls: RemoteTls | None = None,
         api_key: str | None = None,
         timeout: float | None = None,  # noqa: ASYNC109  # a per-call setting kept by the RemoteLlm
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         keepalive: Keepalive | None = DEFAULT_KEEPALIVE,
         max_message_bytes: int = 64 << 20,
         connect_timeout: float | None = 30.0,
@@ -105,13 +117,32 @@ class RemoteLlm(Llm):
         """Connect to `target`, wait (up to `connect_timeout` s) for a serving worker and adopt its info.
 
         `timeout` bounds unary calls, and the waits for acceptance and a request's first output (None: none).
+
+        `idle_timeout` bounds every wait for an output of a running request (the first included): when
+        no output arrives for that many seconds the call is cancelled (which aborts the request on the
+        worker) and the stream raises `Unavailable`, a 503 the client may retry. Only the time spent
+        waiting counts, never the time a slow consumer takes between reads. None: no bound.
+
+        The default, 120 s, is deliberately generous. A healthy request goes quiet legitimately: while it
+        is preempted (vLLM recomputes it once KV cache frees up), while the engine is paused with its
+        requests kept, or behind other requests' long prefills; a bound near those gaps would cut good
+        streams. What it is for is a worker whose transport still answers keepalive pings while its Llm
+        produces nothing (a wedged engine or event loop) — a dead or stopped worker is caught sooner by
+        keepalive. 120 s sits between nginx's `proxy_read_timeout` (60 s) and Envoy's
+        `stream_idle_timeout` (300 s), the usual bounds a proxy puts on a silent upstream stream. A
+        deployment that pauses engines for longer (e.g. weight updates with requests kept) raises it or
+        passes None.
+
+        `keepalive`: pings every `keepalive.time` s, each to be acknowledged within `keepalive.timeout`
+        s, else the connection (and every call on it) fails with UNAVAILABLE. None: no keepalive.
         """
+        _check_idle_timeout(idle_timeout)
         channel = open_channel(target, tls=tls, keepalive=keepalive, max_message_bytes=max_message_bytes)
         metadata = (("authorization", f"Bearer {api_key}"),) if api_key is not None else ()
         llm: RemoteLlm | None = None
         try:
             info = await _fetch_info(channel, metadata, within=connect_timeout)
-            llm = cls(channel, info, metadata=metadata, timeout=timeout)
+            llm = cls(channel, info, metadata=metadata, timeout=timeout, idle_timeout=idle_timeout)
             await llm._readiness.start(first_within=connect_timeout)
         except BaseException:
             await (llm.shutdown() if llm is not None else channel.close())
@@ -136,7 +167,7 @@ class RemoteLlm(Llm):
         """Check what LlmInfo allows, start the call and return its stream once the server accepted it."""
         self._check(request)
         call = self._generate(_encoded(request), metadata=self._metadata)
-        outputs = CallOutputs(call, request.request_id, self._forget)
+        outputs = CallOutputs(call, request.request_id, self._forget, idle=self._idle_timeout)
         self._calls.setdefault(request.request_id, set()).add(outputs)
         await outputs.start(self._timeout)
 
@@ -203,6 +234,13 @@ class RemoteLlm(Llm):
                 del self._calls[outputs.request_id]
 
 
+def _check_idle_timeout(idle_timeout: float | None) -> None:
+    if idle_timeout is not None and not 0 < idle_timeout < float("inf"):
+        raise ValueError(
+            f"idle_timeout must be a positive, finite number of seconds or None, not {idle_timeout!r}"
+        )
+
+
 def _encoded(request: GenerateRequest) -> bytes:
     """The request's MessagePack bytes; `InvalidRequest` when a value does not fit the wire."""
     try:
@@ -230,5 +268,7 @@ async def _fetch_info(
         if abs(revision - WIRE_REVISION) > 1:
             raise WireRevisionMismatch(server_revision=revision, client_revision=WIRE_REVISION)
         return decode(raw, LlmInfo)
-    except msgspec.DecodeError as exc:
+    except msgspec.DecodeError as exc:  # ValidationError and a foreign extension type included
         raise Remote(f"the server sent an undecodable LlmInfo: {exc}", code="DATA_LOSS") from exc
+    except RecursionError as exc:
+        raise Remote("the server sent an undecodable LlmInfo: nested too deeply", code="DATA_LOSS") from exc

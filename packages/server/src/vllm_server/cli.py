@@ -97,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
 
     remote = serve.add_argument_group("remote workers (--remote)")
     remote.add_argument("--remote-timeout", type=float, default=None, help="per-call deadline in seconds")
+    remote.add_argument(
+        "--remote-idle-timeout",
+        type=_idle_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="cancel a running request (503) when its worker sends no output for this long; 0: never "
+        "(default 120: generous, since a preempted or paused request goes quiet legitimately)",
+    )
     remote.add_argument("--remote-ca-certs", type=Path, help="CA bundle that worker certificates chain to")
     remote.add_argument("--remote-certfile", type=Path, help="client certificate for mTLS to the workers")
     remote.add_argument("--remote-keyfile", type=Path)
@@ -104,6 +112,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_serve)
     add_bench_parser(sub)
     return parser
+
+
+def _idle_seconds(value: str) -> float:
+    """`--remote-idle-timeout`: seconds >= 0 (0 turns the bound off)."""
+    seconds = float(value)
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, not {value!r}")
+    return seconds
 
 
 def _at_least_one(value: str) -> int:
@@ -244,7 +260,11 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
             private_key=args.remote_keyfile.read_bytes() if args.remote_keyfile else None,
         )
     return await RemoteLlm.connect(
-        args.remote, tls=tls, api_key=args.remote_api_key, timeout=args.remote_timeout
+        args.remote,
+        tls=tls,
+        api_key=args.remote_api_key,
+        timeout=args.remote_timeout,
+        idle_timeout=args.remote_idle_timeout or None,
     )
 
 
