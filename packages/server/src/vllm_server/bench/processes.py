@@ -41,7 +41,7 @@ class ServerProcess:
         """SIGTERM the group, wait up to `grace` s, then SIGKILL it."""
         if self.process.returncode is not None:
             return
-        pgid = self.process.pid  # the leader of the session it was started in
+        pgid = self.process.pid  # the leader of the process group it was started in
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGTERM)
         try:
@@ -70,7 +70,7 @@ async def start_server(
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     with _open_log(log_path) as log:
         process = await asyncio.create_subprocess_exec(
-            *argv, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True
+            *argv, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env, process_group=0
         )
     server = ServerProcess(name, process, base_url, log_path)
     deadline = time.monotonic() + within
