@@ -12,9 +12,8 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
-from tests.grpc.serving import Served, eventually, request, serving
+from tests.grpc.serving import Served, eventually, request
 from vllm_llm import MockLlm, Unavailable
 from vllm_llm.wire import FinishReason, GenerateOutput
 from vllm_remote_llm import RemoteLlm
@@ -115,19 +114,6 @@ async def test_no_bound_means_no_watchdog() -> None:
 
 
 # ---- through gRPC: a server whose Llm stops producing (its transport still answers pings) -----------
-
-
-@pytest_asyncio.fixture
-async def mock() -> AsyncIterator[MockLlm]:
-    llm = MockLlm(step_interval=0.002)
-    yield llm
-    await llm.shutdown()
-
-
-@pytest_asyncio.fixture
-async def served(mock: MockLlm) -> AsyncIterator[Served]:
-    async with serving(mock) as s:
-        yield s
 
 
 async def test_a_stalled_engine_mid_stream_ends_the_stream_with_unavailable(

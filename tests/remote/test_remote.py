@@ -32,19 +32,6 @@ from vllm_remote_llm import RemoteLlm, WireRevisionMismatch
 
 
 @pytest_asyncio.fixture
-async def mock() -> AsyncIterator[MockLlm]:
-    llm = MockLlm(step_interval=0.002)
-    yield llm
-    await llm.shutdown()
-
-
-@pytest_asyncio.fixture
-async def served(mock: MockLlm) -> AsyncIterator[Served]:
-    async with serving(mock) as s:
-        yield s
-
-
-@pytest_asyncio.fixture
 async def remote(served: Served) -> AsyncIterator[RemoteLlm]:
     llm = await RemoteLlm.connect(served.target, connect_timeout=10)
     yield llm

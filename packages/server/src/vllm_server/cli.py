@@ -100,10 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     remote.add_argument(
         "--remote-idle-timeout",
         type=_idle_seconds,
-        default=120.0,
+        default=None,
         metavar="SECONDS",
         help="cancel a running request (503) when its worker sends no output for this long; 0: never "
-        "(default 120: generous, since a preempted or paused request goes quiet legitimately)",
+        "(default: RemoteLlm's, 120 s: a preempted or paused request goes quiet legitimately)",
     )
     remote.add_argument("--remote-ca-certs", type=Path, help="CA bundle that worker certificates chain to")
     remote.add_argument("--remote-certfile", type=Path, help="client certificate for mTLS to the workers")
@@ -251,6 +251,9 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
         )
         return MockLlm(info=info, step_interval=0.01, stream_interval=args.stream_interval)
     from vllm_remote_llm import RemoteLlm, RemoteTls
+    from vllm_remote_llm.remote import DEFAULT_IDLE_TIMEOUT
+
+    idle = args.remote_idle_timeout
 
     tls = None
     if args.remote_ca_certs or args.remote_certfile:
@@ -264,7 +267,7 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
         tls=tls,
         api_key=args.remote_api_key,
         timeout=args.remote_timeout,
-        idle_timeout=args.remote_idle_timeout or None,
+        idle_timeout=DEFAULT_IDLE_TIMEOUT if idle is None else idle or None,  # 0: no bound
     )
 
 
