@@ -12,12 +12,14 @@ from pathlib import Path
 
 import grpc
 import httpx
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.mock import tiny_mock
 from tests.support.servers import start_server
 from vllm_llm.wire import SERVICE_NAME
 from vllm_server.config import ServerConfig
+from vllm_server.runtime import freeze_heap, loop_factory
 from vllm_server.source import LlmSource
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -137,3 +139,42 @@ async def test_sigterm_drains_an_in_flight_stream_then_exits_0(tmp_path: Path) -
     ]
     assert finish == ["length"]
     assert await frontend.wait() == 0
+    log = "\n".join(frontend.log)
+    # `--event-loop auto` (the default) serves on uvloop, installed with the server
+    assert "event loop: uvloop.Loop" in log, log
+    # the CLI owns its process: once the Llm was ready, the start-up heap was frozen
+    frozen = re.search(r"froze the start-up heap: (\d+) objects", log)
+    assert frozen is not None and int(frozen.group(1)) > 10_000, log
+
+
+def test_freeze_heap_freezes_what_is_alive() -> None:
+    import gc
+
+    alive = [[i] for i in range(1000)]  # tracked containers, alive across the freeze
+
+    def scanned() -> set[int]:  # what the collector's generations hold (the frozen are elsewhere)
+        return {id(o) for o in gc.get_objects()}
+
+    assert id(alive[0]) in scanned()
+    try:
+        frozen = freeze_heap()
+        assert frozen == gc.get_freeze_count() >= len(alive)
+        assert not {id(x) for x in alive} & scanned()
+    finally:
+        gc.unfreeze()  # this test process is pytest's, not a server's
+    assert gc.get_freeze_count() == 0
+    assert id(alive[0]) in scanned()
+
+
+def test_event_loop_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvloop
+
+    assert loop_factory("auto") is uvloop.new_event_loop
+    assert loop_factory("uvloop") is uvloop.new_event_loop
+    assert loop_factory("asyncio") is None
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if not installed: the import fails
+    assert loop_factory("auto") is None
+    with pytest.raises(SystemExit, match="uvloop is not installed"):
+        loop_factory("uvloop")
+    with pytest.raises(ValueError, match="unknown event loop"):
+        loop_factory("trio")

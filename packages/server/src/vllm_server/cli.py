@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vllm_server import runtime
 from vllm_server.bench.cli import add_bench_parser
 from vllm_server.config import EngineCoreConfig, FrontendConfig, LoraModule, ServerConfig
 
@@ -94,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     modes.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
+    modes.add_argument(
+        "--event-loop",
+        default="auto",
+        choices=runtime.EVENT_LOOPS,
+        help="auto: uvloop when installed (as uvicorn's and vLLM's servers), else asyncio's own",
+    )
 
     remote = serve.add_argument_group("remote workers (--remote)")
     remote.add_argument("--remote-timeout", type=float, default=None, help="per-call deadline in seconds")
@@ -142,6 +149,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
 
         tokenizer = str(build_tiny_model())
     server = ServerConfig(
+        freeze_gc_heap=True,  # this process is the server's own
         host=args.host,
         port=args.port,
         grpc_port=None if args.grpc_port < 0 else args.grpc_port,
@@ -204,7 +212,7 @@ def _lora_module(spec: str) -> LoraModule:
 
 def _serve(args: argparse.Namespace) -> int:
     config = frontend_config(args)
-    return asyncio.run(_run(config, args))
+    return runtime.run(_run(config, args), args.event_loop)
 
 
 async def _run(config: FrontendConfig, args: argparse.Namespace) -> int:
@@ -214,6 +222,7 @@ async def _run(config: FrontendConfig, args: argparse.Namespace) -> int:
 
     shutdown = asyncio.Event()
     loop = asyncio.get_running_loop()
+    logging.getLogger(__name__).info("event loop: %s.%s", type(loop).__module__, type(loop).__qualname__)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, shutdown.set)
     provided: Llm | None = None

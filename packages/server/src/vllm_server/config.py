@@ -48,6 +48,10 @@ class ServerConfig:
     max_request_body_bytes: int = 32 << 20
     max_grpc_message_bytes: int = 64 << 20
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    #: Once the Llm is first ready, collect and freeze the heap (`vllm_server.runtime.freeze_heap`):
+    #: short collector pauses while streaming. Process-wide, so off for an embedded server; the CLI
+    #: turns it on.
+    freeze_gc_heap: bool = False
 
     def tls(self) -> TlsConfig | None:
         """The TLS settings, if a certificate is configured."""

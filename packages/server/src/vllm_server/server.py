@@ -26,6 +26,7 @@ from vllm_server.app import build_app
 from vllm_server.config import FrontendConfig, ServerConfig
 from vllm_server.grpc_public_services import public_services
 from vllm_server.grpc_server import GrpcFrontend
+from vllm_server.runtime import freeze_heap
 from vllm_server.source import LlmSource
 from vllm_server.state import ServerState
 from vllm_server.wiring import build_state
@@ -153,6 +154,8 @@ class Server:
         readiness = state.llm.subscribe_readiness()
         await readiness.wait_for(bool)
         state.attach_layers()
+        if self.config.server.freeze_gc_heap:
+            freeze_heap()  # start-up is done: the engine client, tokenizer and layers exist
         async for _ in readiness:
             state.update_readiness()
 

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from vllm_llm import MockLlm
+from vllm_server import runtime
 from vllm_server.grpc_server import GrpcFrontend
 
 
@@ -28,6 +29,7 @@ async def serve(step_interval: float, port: int) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_reader(sys.stdin.fileno(), lambda: stop.set() if not os.read(sys.stdin.fileno(), 4096) else None)
+    runtime.freeze_heap()  # as `vllm-frontend serve` does once its Llm is ready
     print(f"PORT {bound}", flush=True)
     await stop.wait()
     loop.remove_reader(sys.stdin.fileno())
@@ -41,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--step-interval", type=float, default=0.01, help="seconds per step; 0: flat out")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
-    asyncio.run(serve(args.step_interval, args.port))
+    runtime.run(serve(args.step_interval, args.port))  # the loop `vllm-frontend serve` runs on
     return 0
 
 
