@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.support.mock import tiny_mock
 from tests.support.servers import start_server
 from vllm_llm.wire import SERVICE_NAME
+from vllm_server.cli import _parser, frontend_config
 from vllm_server.config import ServerConfig
 from vllm_server.runtime import freeze_heap, loop_factory
 from vllm_server.source import LlmSource
@@ -164,6 +165,14 @@ def test_freeze_heap_freezes_what_is_alive() -> None:
         gc.unfreeze()  # this test process is pytest's, not a server's
     assert gc.get_freeze_count() == 0
     assert id(alive[0]) in scanned()
+
+
+def test_only_the_cli_freezes_the_heap() -> None:
+    # process-wide, so an embedded Server leaves it to its host; `vllm-frontend serve` owns its process
+    assert ServerConfig().freeze_gc_heap is False
+    args = _parser().parse_args(["serve", "--mock"])
+    assert frontend_config(args).server.freeze_gc_heap is True
+    assert args.event_loop == "auto"
 
 
 def test_event_loop_choice(monkeypatch: pytest.MonkeyPatch) -> None:
