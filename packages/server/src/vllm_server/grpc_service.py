@@ -23,13 +23,13 @@ from vllm_llm import InvalidRequest, Llm, LlmError, Unavailable
 from vllm_llm.wire import (
     METHODS,
     SERVICE_NAME,
-    TENSOR_EXT_CODE,
     AbortRequest,
     AbortResponse,
     GenerateRequest,
     InfoRequest,
     LlmInfo,
     MethodSpec,
+    decoder,
     encode,
 )
 from vllm_remote_llm.protocol import ACCEPTED_METADATA
@@ -117,29 +117,18 @@ class _Undecodable:
         self.message = message
 
 
-class _ForeignExtension(ValueError):
-    """A MessagePack extension type other than the tensor's (never decoded: no pickle on this port)."""
-
-
-def _only_tensor_extensions(code: int, data: memoryview) -> msgspec.msgpack.Ext:
-    """msgspec's ext_hook for `any` values: keep tensor bytes as an Ext, refuse every other type."""
-    if code != TENSOR_EXT_CODE:
-        raise _ForeignExtension(f"MessagePack extension type {code} is not accepted")
-    return msgspec.msgpack.Ext(code, bytes(data))
-
-
 def _request_decoder(t: type[Any]) -> Callable[[bytes], Any]:
     """A deserializer that never raises: a failure becomes an `_Undecodable` the handler rejects.
 
     grpc.aio would end a call whose deserializer raises with UNKNOWN and the exception's class and text.
     """
-    typed: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(t, ext_hook=_only_tensor_extensions)
+    typed = decoder(t)  # the wire's: it refuses extension types other than the tensor's (no pickle here)
     what = f"the request is not a valid {t.__name__}"
 
     def decode(raw: bytes) -> Any:
         try:
             return typed.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError, _ForeignExtension) as exc:
+        except msgspec.DecodeError as exc:  # ValidationError and ForeignExtension included
             return _Undecodable(f"{what}: {exc}")
         except RecursionError:
             return _Undecodable(f"{what}: nested too deeply")

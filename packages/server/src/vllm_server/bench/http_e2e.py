@@ -55,7 +55,7 @@ QUICK_HTTP = HttpPlan(levels=((1, 2), (8, 16)), max_tokens=16, repeats=1, warmup
 
 
 async def start_worker(
-    model_dir: Path, log_dir: Path, engine_flags: Sequence[str] = ENGINE_FLAGS
+    model_dir: Path, log_dir: Path, engine_flags: Sequence[str]
 ) -> tuple[ServerProcess, int]:
     """`vllm-frontend serve --model` on free ports; returns it and its gRPC port."""
     port, grpc_port = free_port(), free_port()
@@ -69,9 +69,7 @@ async def start_worker(
     return server, grpc_port
 
 
-async def start_vllm(
-    model_dir: Path, log_dir: Path, engine_flags: Sequence[str] = ENGINE_FLAGS
-) -> ServerProcess:
+async def start_vllm(model_dir: Path, log_dir: Path, engine_flags: Sequence[str]) -> ServerProcess:
     """vLLM's own OpenAI server (`python -m vllm.entrypoints.openai.api_server`) on a free port."""
     port = free_port()
     argv = [
