@@ -36,6 +36,11 @@ def add_bench_parser(sub: Any) -> argparse.ArgumentParser:
     bench.add_argument(
         "--stream-interval", type=int, help="B3/B4: --stream-interval of every server (default 1, vLLM's)"
     )
+    bench.add_argument(
+        "--no-isolate",
+        action="store_true",
+        help="B3/B4: let the load generator and the router share the engine's bound CPUs",
+    )
     bench.add_argument("--log-dir", type=Path, help="server logs of B3/B4 (default: beside --output)")
     bench.add_argument("--log-level", default="warning", help=argparse.SUPPRESS)
     bench.set_defaults(func=run_bench)
@@ -104,6 +109,8 @@ async def _run(selected: list[str], args: argparse.Namespace, emit: Callable[[Be
             http = dataclasses.replace(http, max_tokens=args.max_tokens)
         if args.stream_interval:
             http = dataclasses.replace(http, stream_interval=args.stream_interval)
+        if args.no_isolate:
+            http = dataclasses.replace(http, isolate=False)
         model = args.model or _tiny_model()
         log_dir = args.log_dir or args.output.parent / "logs"
         for result in await run_http(model, http, log_dir, b3="B3" in selected, b4="B4" in selected):

@@ -4,6 +4,12 @@ The two servers run one after the other (never together: 2 cores). Both get the 
 (`--dtype float32 --max-model-len 512 --disable-log-stats`, eager, vLLM's defaults otherwise) and the same
 load: streaming chat completions with fixed `max_tokens` and `ignore_eos`, at each concurrency level.
 When B4 runs too, its worker is this benchmark's server (started once), see `run_http`.
+
+Placement: the load generator (this process, while it measures) and B4's router stand for other hosts;
+they run on the CPUs the engine did not bind its OpenMP threads to (`processes.spare_cpus`), so they do
+not preempt the forward pass, as they never could on a GPU. Each server's own processes (frontend and
+engine core) are left where the kernel puts them, as deployed. `HttpPlan.isolate=False` (the CLI's
+`--no-isolate`) measures everything co-located instead.
 """
 
 from __future__ import annotations
@@ -14,7 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_server.bench.loadgen import Load, LoadStats, run_load
-from vllm_server.bench.processes import ServerProcess, free_port, frontend_argv, start_server
+from vllm_server.bench.processes import (
+    ServerProcess,
+    engine_cpus,
+    free_port,
+    frontend_argv,
+    pin,
+    pinned_here,
+    spare_cpus,
+    start_server,
+)
 from vllm_server.bench.report import BenchResult, Row, Target
 from vllm_server.bench.router import router_result, start_router
 from vllm_server.bench.stats import Summary
@@ -39,6 +54,8 @@ class HttpPlan:
     warmup_requests: int = 16
     #: `--stream-interval` of both servers (vLLM's flag; 1, its default, streams every token).
     stream_interval: int = 1
+    #: Keep the load generator and the router off the engine's bound CPUs (see the module docstring).
+    isolate: bool = True
 
     @property
     def engine_flags(self) -> tuple[str, ...]:
@@ -89,8 +106,26 @@ async def warm_up(server: ServerProcess, plan: HttpPlan) -> None:
         raise RuntimeError(f"{server.name}: warm-up requests failed; its log ends:\n{server.log_tail()}")
 
 
-async def measure(servers: Sequence[ServerProcess], plan: HttpPlan) -> list[Measured]:
-    """Run every level on every server, repeats interleaved (server by server within a repeat)."""
+def placement(engine_server: ServerProcess, plan: HttpPlan) -> tuple[frozenset[int] | None, str]:
+    """Where the load generator (and router) run beside `engine_server`: the CPUs, and those in words."""
+    if not plan.isolate:
+        return None, "co-located with the engine (--no-isolate)"
+    spare = spare_cpus(engine_server)
+    if spare is None:
+        return None, "co-located with the engine (it bound no CPUs of its own)"
+    bound = sorted(engine_cpus(engine_server))
+    return spare, f"on CPUs {sorted(spare)}, off CPUs {bound} (bound by the engine's threads)"
+
+
+async def measure(
+    servers: Sequence[ServerProcess], plan: HttpPlan, cpus: frozenset[int] | None
+) -> list[Measured]:
+    """Run every level on every server, repeats interleaved; the load generator runs on `cpus`."""
+    with pinned_here(cpus):
+        return await _measure(servers, plan)
+
+
+async def _measure(servers: Sequence[ServerProcess], plan: HttpPlan) -> list[Measured]:
     measured: list[Measured] = [{} for _ in servers]
     for _ in range(plan.repeats):
         for load in plan.loads():
@@ -170,12 +205,15 @@ async def run_http(
     worker, grpc_port = await start_worker(model_dir, log_dir, plan.engine_flags)
     router: ServerProcess | None = None
     try:
+        cpus, ours_placement = placement(worker, plan)
         if b4:
             router = await start_router(grpc_port, log_dir)
+            if cpus is not None:
+                pin(router.process.pid, cpus)
         servers = [worker, *([router] if router is not None else [])]
         for server in servers:
             await warm_up(server, plan)
-        measured = await measure(servers, plan)
+        measured = await measure(servers, plan, cpus)
     finally:
         if router is not None:
             await router.stop()
@@ -184,13 +222,22 @@ async def run_http(
     if b3:
         vllm = await start_vllm(model_dir, log_dir, plan.engine_flags)
         try:
+            vllm_cpus, vllm_placement = placement(vllm, plan)
             await warm_up(vllm, plan)
-            (theirs,) = await measure([vllm], plan)
+            (theirs,) = await measure([vllm], plan, vllm_cpus)
         finally:
             await vllm.stop()
-        results.append(http_result(ours, theirs, plan))
+        b3_result = http_result(ours, theirs, plan)
+        b3_result.notes += [
+            f"load generator beside ours: {ours_placement}",
+            f"load generator beside vLLM: {vllm_placement}",
+        ]
+        results.append(b3_result)
     if router is not None:
         b4_result = router_result(measured[1], ours, plan.repeats)
-        b4_result.notes.append(f"engine flags of the worker: {' '.join(plan.engine_flags)}")
+        b4_result.notes += [
+            f"engine flags of the worker: {' '.join(plan.engine_flags)}",
+            f"router and load generator: {ours_placement}",
+        ]
         results.append(b4_result)
     return results

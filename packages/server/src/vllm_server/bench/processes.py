@@ -1,4 +1,11 @@
-"""Server processes for the benchmarks: start one, wait until it serves, stop it (its whole group)."""
+"""Server processes for the benchmarks: start one, wait until it serves, stop it (its whole group).
+
+CPU placement (`engine_cpus`, `spare_cpus`, `pin`): on a CPU-only machine vLLM binds the engine's
+OpenMP threads to some CPUs and reserves the rest for everything else; the kernel still schedules other
+processes onto the bound CPUs, where they preempt the forward pass. Processes that stand for other hosts
+(the load generator, B4's router) are pinned to the spare CPUs, so they cannot steal the engine's CPU
+the way they never could on a GPU machine.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +16,70 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The processes of process group `pgid` (from /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            if int(stat[stat.rindex(")") + 2 :].split()[2]) == pgid:
+                pids.append(int(entry.name))
+    return pids
+
+
+def engine_cpus(server: ServerProcess) -> frozenset[int]:
+    """The CPUs the server's engine processes bound themselves to (empty: none bound).
+
+    A process of the server's group whose affinity is narrower than the machine's bound itself (vLLM's
+    CPU worker binds its OpenMP threads); the frontend, the group's leader, is never counted.
+    """
+    everything = os.sched_getaffinity(os.getpid())
+    bound: set[int] = set()
+    for pid in group_pids(server.process.pid):
+        if pid == server.process.pid:
+            continue
+        with contextlib.suppress(OSError):
+            cpus = os.sched_getaffinity(pid)
+            if cpus < everything:
+                bound |= cpus
+    return frozenset(bound)
+
+
+def spare_cpus(server: ServerProcess) -> frozenset[int] | None:
+    """The CPUs of this process's affinity outside `engine_cpus(server)`; None when no split exists."""
+    engine = engine_cpus(server)
+    spare = frozenset(os.sched_getaffinity(os.getpid())) - engine
+    return spare if engine and spare else None
+
+
+def pin(pid: int, cpus: frozenset[int]) -> None:
+    """Restrict every thread of process `pid` to `cpus` (threads it starts later inherit it)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+            os.sched_setaffinity(int(task.name), cpus)
+
+
+@contextlib.contextmanager
+def pinned_here(cpus: frozenset[int] | None) -> Iterator[None]:
+    """Run this process (the load generator) on `cpus` inside the block; None: leave it alone."""
+    if cpus is None:
+        yield
+        return
+    before = frozenset(os.sched_getaffinity(os.getpid()))
+    pin(os.getpid(), cpus)
+    try:
+        yield
+    finally:
+        pin(os.getpid(), before)
 
 
 def free_port() -> int:
