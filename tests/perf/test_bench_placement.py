@@ -64,14 +64,14 @@ async def test_the_cpus_a_child_bound_itself_to_are_the_engines() -> None:
     async with _group(bound) as (server, _):
         assert engine_cpus(server) == bound
         rest = machine - bound
-        assert spare_cpus(server) == (rest or None)
+        assert spare_cpus(engine_cpus(server)) == (rest or None)
 
 
 async def test_no_bound_process_means_no_split() -> None:
     async with _group(frozenset()) as (server, child):
         assert os.sched_getaffinity(child) == os.sched_getaffinity(0)
         assert engine_cpus(server) == frozenset()
-        assert spare_cpus(server) is None
+        assert spare_cpus(engine_cpus(server)) is None
 
 
 async def test_pin_restricts_every_thread_of_a_process() -> None:

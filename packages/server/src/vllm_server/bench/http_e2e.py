@@ -110,11 +110,11 @@ def placement(engine_server: ServerProcess, plan: HttpPlan) -> tuple[frozenset[i
     """Where the load generator (and router) run beside `engine_server`: the CPUs, and those in words."""
     if not plan.isolate:
         return None, "co-located with the engine (--no-isolate)"
-    spare = spare_cpus(engine_server)
+    bound = engine_cpus(engine_server)
+    spare = spare_cpus(bound)
     if spare is None:
         return None, "co-located with the engine (it bound no CPUs of its own)"
-    bound = sorted(engine_cpus(engine_server))
-    return spare, f"on CPUs {sorted(spare)}, off CPUs {bound} (bound by the engine's threads)"
+    return spare, f"on CPUs {sorted(spare)}, off CPUs {sorted(bound)} (bound by the engine's threads)"
 
 
 async def measure(

@@ -54,9 +54,8 @@ def engine_cpus(server: ServerProcess) -> frozenset[int]:
     return frozenset(bound)
 
 
-def spare_cpus(server: ServerProcess) -> frozenset[int] | None:
-    """The CPUs of this process's affinity outside `engine_cpus(server)`; None when no split exists."""
-    engine = engine_cpus(server)
+def spare_cpus(engine: frozenset[int]) -> frozenset[int] | None:
+    """The CPUs of this process's affinity outside `engine` (`engine_cpus`); None when no split exists."""
     spare = frozenset(os.sched_getaffinity(os.getpid())) - engine
     return spare if engine and spare else None
 
