@@ -146,6 +146,8 @@ async def test_sigterm_drains_an_in_flight_stream_then_exits_0(tmp_path: Path) -
     # the CLI owns its process: once the Llm was ready, the start-up heap was frozen
     frozen = re.search(r"froze the start-up heap: (\d+) objects", log)
     assert frozen is not None and int(frozen.group(1)) > 10_000, log
+    # and it looked for CPUs an engine bound (a mock has none: nothing to keep off)
+    assert "frontend CPUs left alone: the engine bound no CPUs of its own" in log, log
 
 
 def test_freeze_heap_freezes_what_is_alive() -> None:

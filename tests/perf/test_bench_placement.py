@@ -14,10 +14,10 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from vllm_server.affinity import pin
 from vllm_server.bench.processes import (
     ServerProcess,
     engine_cpus,
-    pin,
     pinned_here,
     spare_cpus,
 )

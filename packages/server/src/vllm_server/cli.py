@@ -101,6 +101,14 @@ def _parser() -> argparse.ArgumentParser:
         choices=runtime.EVENT_LOOPS,
         help="auto: uvloop when installed (as uvicorn's and vLLM's servers), else asyncio's own",
     )
+    modes.add_argument(
+        "--frontend-affinity",
+        default="auto",
+        choices=["auto", "off"],
+        help="auto: once the engine is ready, keep this process off the CPUs the engine bound its threads "
+        "to (vLLM's CPU backend binds the forward pass; elsewhere nothing is bound and nothing changes); "
+        "off: leave the placement to the OS",
+    )
 
     remote = serve.add_argument_group("remote workers (--remote)")
     remote.add_argument("--remote-timeout", type=float, default=None, help="per-call deadline in seconds")
@@ -150,6 +158,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         tokenizer = str(build_tiny_model())
     server = ServerConfig(
         freeze_gc_heap=True,  # this process is the server's own
+        keep_off_engine_cpus=args.frontend_affinity == "auto",
         host=args.host,
         port=args.port,
         grpc_port=None if args.grpc_port < 0 else args.grpc_port,

@@ -52,6 +52,10 @@ class ServerConfig:
     #: short collector pauses while streaming. Process-wide, so off for an embedded server; the CLI
     #: turns it on.
     freeze_gc_heap: bool = False
+    #: Once the Llm is first ready, move this process off the CPUs its engine bound its threads to
+    #: (`vllm_server.affinity.keep_off_engine_cpus`; a CPU engine's forward pass keeps its CPUs).
+    #: Process-wide, so off for an embedded server; the CLI turns it on (`--frontend-affinity`).
+    keep_off_engine_cpus: bool = False
 
     def tls(self) -> TlsConfig | None:
         """The TLS settings, if a certificate is configured."""

@@ -22,6 +22,7 @@ from fastapi import FastAPI
 
 from vllm_llm import EngineCoreLlm, Llm
 from vllm_llm.wire import LoraRequest
+from vllm_server.affinity import keep_off_engine_cpus
 from vllm_server.app import build_app
 from vllm_server.config import FrontendConfig, ServerConfig
 from vllm_server.grpc_public_services import public_services
@@ -156,6 +157,8 @@ class Server:
         state.attach_layers()
         if self.config.server.freeze_gc_heap:
             freeze_heap()  # start-up is done: the engine client, tokenizer and layers exist
+        if self.config.server.keep_off_engine_cpus:
+            keep_off_engine_cpus()  # the engine's workers bound their threads while it started
         async for _ in readiness:
             state.update_readiness()
 

@@ -7,9 +7,11 @@ When B4 runs too, its worker is this benchmark's server (started once), see `run
 
 Placement: the load generator (this process, while it measures) and B4's router stand for other hosts;
 they run on the CPUs the engine did not bind its OpenMP threads to (`processes.spare_cpus`), so they do
-not preempt the forward pass, as they never could on a GPU. Each server's own processes (frontend and
-engine core) are left where the kernel puts them, as deployed. `HttpPlan.isolate=False` (the CLI's
-`--no-isolate`) measures everything co-located instead.
+not preempt the forward pass, as they never could on a GPU. Each server's own processes are left as
+they place themselves: our frontend keeps off the engine's CPUs once its engine is ready
+(`vllm-frontend serve --frontend-affinity auto`, the default; `vllm_server.affinity`), vLLM's API
+server and both engine cores are placed by the kernel. `HttpPlan.isolate=False` (the CLI's
+`--no-isolate`) runs the load generator and the router co-located instead.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_server.affinity import pin
 from vllm_server.bench.loadgen import Load, LoadStats, run_load
 from vllm_server.bench.processes import (
     ServerProcess,
     engine_cpus,
     free_port,
     frontend_argv,
-    pin,
     pinned_here,
     spare_cpus,
     start_server,

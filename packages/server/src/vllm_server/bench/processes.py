@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
+from vllm_server.affinity import pin
+
 
 def group_pids(pgid: int) -> list[int]:
     """The processes of process group `pgid` (from /proc)."""
@@ -58,13 +60,6 @@ def spare_cpus(engine: frozenset[int]) -> frozenset[int] | None:
     """The CPUs of this process's affinity outside `engine` (`engine_cpus`); None when no split exists."""
     spare = frozenset(os.sched_getaffinity(os.getpid())) - engine
     return spare if engine and spare else None
-
-
-def pin(pid: int, cpus: frozenset[int]) -> None:
-    """Restrict every thread of process `pid` to `cpus` (threads it starts later inherit it)."""
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(ProcessLookupError):  # a thread that just ended
-            os.sched_setaffinity(int(task.name), cpus)
 
 
 @contextlib.contextmanager
