@@ -37,7 +37,7 @@ serve: setup
 	$(BIN)/vllm-frontend serve --model "$$($(BIN)/python -m vllm_llm.tiny_model)" --served-model-name tiny \
 	  --dtype float32 --max-model-len 512 --host 127.0.0.1 --port 8000 --grpc-port 50051
 
-# The benchmarks (about 15 min; QUICK=1 for about 3 min), printed side by side with their baselines.
+# The benchmarks (about 12 min; QUICK=1 for about 3 min), printed side by side with their baselines.
 bench: setup
 	$(BIN)/vllm-frontend bench $(if $(QUICK),--quick --output bench-results/quick.json) $(BENCH_ARGS)
 
