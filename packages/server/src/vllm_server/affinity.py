@@ -10,9 +10,10 @@ forward pass getting 0.74-0.99 of its core; the frontend kept off the engine's c
 (median 6,285), the forward pass 0.98-0.99.
 
 `keep_off_engine_cpus` moves every thread of this process to the CPUs of its affinity that no process
-below it bound itself to. It changes nothing when the engine bound nothing (a GPU machine,
-`VLLM_CPU_OMP_THREADS_BIND=nobind`) or bound every CPU this process may use. vLLM's own processes (the
-engine core included) are left where they are.
+below it bound itself to. It changes nothing when the engine bound nothing (GPU workers without vLLM's
+NUMA binding, `VLLM_CPU_OMP_THREADS_BIND=nobind`) or bound every CPU this process may use; with NUMA
+binding of some GPUs' workers it moves the frontend to the other nodes' CPUs (the log says where).
+vLLM's own processes (the engine core included) are left where they are.
 """
 
 from __future__ import annotations

@@ -105,9 +105,9 @@ def _parser() -> argparse.ArgumentParser:
         "--frontend-affinity",
         default="auto",
         choices=["auto", "off"],
-        help="auto: once the engine is ready, keep this process off the CPUs the engine bound its threads "
-        "to (vLLM's CPU backend binds the forward pass; elsewhere nothing is bound and nothing changes); "
-        "off: leave the placement to the OS",
+        help="auto: once the engine is ready, keep this process off the CPUs the engine's workers bound "
+        "themselves to (vLLM's CPU backend binds the forward pass, GPU workers only with NUMA binding; "
+        "where nothing is bound nothing changes); off: leave the placement to the OS",
     )
 
     remote = serve.add_argument_group("remote workers (--remote)")
