@@ -52,14 +52,15 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def engine_bound_cpus(pid: int | None = None) -> frozenset[int]:
-    """The CPUs that processes below `pid` (default: this one) bound themselves to, within its affinity.
+def engine_bound_cpus(pid: int | None = None, *, within: frozenset[int] | None = None) -> frozenset[int]:
+    """The CPUs that processes below `pid` (default: this one) bound themselves to.
 
-    A descendant whose affinity is narrower than `pid`'s bound itself (vLLM's CPU worker binds its
-    OpenMP threads); descendants that inherited the affinity are not counted. Empty: none bound.
+    A descendant whose affinity is narrower than `within` (default: `pid`'s affinity) bound itself
+    (vLLM's CPU worker binds its OpenMP threads); descendants that inherited the affinity are not
+    counted. Empty: none bound.
     """
     pid = os.getpid() if pid is None else pid
-    allowed = os.sched_getaffinity(pid)
+    allowed = os.sched_getaffinity(pid) if within is None else within
     bound: set[int] = set()
     for child in descendants(pid):
         with contextlib.suppress(OSError):

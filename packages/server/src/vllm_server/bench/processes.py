@@ -22,38 +22,16 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
-from vllm_server.affinity import pin
-
-
-def group_pids(pgid: int) -> list[int]:
-    """The processes of process group `pgid` (from /proc)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            stat = (entry / "stat").read_text()
-            if int(stat[stat.rindex(")") + 2 :].split()[2]) == pgid:
-                pids.append(int(entry.name))
-    return pids
+from vllm_server.affinity import engine_bound_cpus, pin
 
 
 def engine_cpus(server: ServerProcess) -> frozenset[int]:
     """The CPUs the server's engine processes bound themselves to (empty: none bound).
 
-    A process of the server's group whose affinity is narrower than the machine's bound itself (vLLM's
-    CPU worker binds its OpenMP threads); the frontend, the group's leader, is never counted.
+    Judged against this process's affinity, not the server's: our frontend may already have moved itself
+    off the engine's CPUs (`--frontend-affinity`), and it is never counted (only processes below it are).
     """
-    everything = os.sched_getaffinity(os.getpid())
-    bound: set[int] = set()
-    for pid in group_pids(server.process.pid):
-        if pid == server.process.pid:
-            continue
-        with contextlib.suppress(OSError):
-            cpus = os.sched_getaffinity(pid)
-            if cpus < everything:
-                bound |= cpus
-    return frozenset(bound)
+    return engine_bound_cpus(server.process.pid, within=frozenset(os.sched_getaffinity(os.getpid())))
 
 
 def spare_cpus(engine: frozenset[int]) -> frozenset[int] | None:
