@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -10,11 +11,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import pytest_asyncio
 
-from tests.oracle.client import VllmOracle
+from tests.support.engine import TINY_MAX_MODEL_LEN
+from tests.support.mock import tiny_info as support_tiny_info
 from tests.support.servers import RunningServer, start_server
+from tests.support.vllm_oracle import VllmOracle
+from vllm_llm.wire import LlmInfo
 
 if TYPE_CHECKING:
-    from vllm_llm.engine_core import EngineCoreLlm, EngineCoreSettings
+    from vllm_llm.engine_core import EngineCoreLlm
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
@@ -27,33 +31,12 @@ def tiny_model_dir() -> Path:
     return build_tiny_model()
 
 
-TINY_MAX_MODEL_LEN = 512
-
-
 @pytest.fixture(scope="session")
 def vllm_oracle(tiny_model_dir: Path) -> Iterator[VllmOracle]:
     """vLLM's own `LLM.generate` on the tiny model, in a subprocess; started on first use, answers cached."""
     oracle = VllmOracle(tiny_model_dir, TINY_MAX_MODEL_LEN)
     yield oracle
     oracle.close()
-
-
-def tiny_engine_settings(model_dir: Path, **overrides: Any) -> EngineCoreSettings:
-    """Engine settings for the tiny model, as every engine-backed test uses them."""
-    from vllm_llm.engine_core import EngineCoreSettings
-
-    base: dict[str, Any] = {
-        "model": str(model_dir),
-        "served_model_name": "tiny",
-        "dtype": "float32",
-        "max_model_len": TINY_MAX_MODEL_LEN,
-        "enable_lora": True,
-        "max_lora_rank": 8,
-        "max_loras": 2,
-        "log_stats": True,
-        "enable_prompt_embeds": True,
-    }
-    return EngineCoreSettings(**(base | overrides))
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -91,3 +74,16 @@ async def engine_llm(worker: RunningServer) -> EngineCoreLlm:
     engine = worker.state.engine
     assert engine is not None
     return engine
+
+
+@pytest.fixture(scope="session")
+def generation_config(tiny_model_dir: Path) -> dict[str, Any]:
+    """The tiny model's generation_config.json."""
+    data: dict[str, Any] = json.loads((tiny_model_dir / "generation_config.json").read_text())
+    return data
+
+
+@pytest.fixture(scope="session")
+def tiny_info(tiny_model_dir: Path) -> LlmInfo:
+    """The LlmInfo an engine over the tiny model reports."""
+    return support_tiny_info(tiny_model_dir)

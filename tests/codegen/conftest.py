@@ -1,46 +1,13 @@
-"""Shared helpers for the code generator's tests: run the CLI in process."""
+"""Fixtures of the code generator's tests."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from wire_codegen.cli import main
-
-ROOT = Path(__file__).resolve().parents[2]
-COMPAT_FIXTURES = ROOT / "tests" / "compat"
-
-
-@dataclass
-class CliResult:
-    """What one CLI run printed and returned."""
-
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> list[dict[str, Any]]:
-        """The stdout as JSON findings."""
-        findings: list[dict[str, Any]] = json.loads(self.out)
-        return findings
-
-
-Cli = Callable[..., CliResult]
+from tests.support.codegen_cli import Cli, cli_runner
 
 
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
     """Run `wire-codegen ARGS...` in process and capture what it prints."""
-
-    def run(*args: str) -> CliResult:
-        capsys.readouterr()
-        code = main(list(args))
-        captured = capsys.readouterr()
-        return CliResult(code, captured.out, captured.err)
-
-    return run
+    return cli_runner(capsys)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.codegen.conftest import COMPAT_FIXTURES, Cli
+from tests.support.codegen_cli import COMPAT_FIXTURES, Cli
 from wire_codegen.rules import RULES
 
 EXPECTED_PATH = {

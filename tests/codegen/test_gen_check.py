@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.codegen.conftest import ROOT, Cli
+from tests.support.codegen_cli import ROOT, Cli
 from wire_codegen.loader import load_spec
 from wire_codegen.render import render
 

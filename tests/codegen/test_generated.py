@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vllm_llm.wire as wire
-from tests.codegen.conftest import ROOT
+from tests.support.codegen_cli import ROOT
 from wire_codegen.loader import load_spec
 from wire_codegen.model import Field, Spec
 from wire_codegen.render import py_type

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.codegen.conftest import COMPAT_FIXTURES, Cli
+from tests.support.codegen_cli import COMPAT_FIXTURES, Cli
 
 BASE = (COMPAT_FIXTURES / "REVISION_BUMP" / "base.yaml").read_text()
 

@@ -79,7 +79,7 @@ def harness(request: pytest.FixtureRequest) -> Harness:
 @pytest_asyncio.fixture
 async def remote_mock_harness() -> AsyncIterator[Harness]:
     """RemoteLlm -> GrpcFrontend -> a fresh MockLlm."""
-    from tests.grpc.serving import serving, settled_count
+    from tests.support.grpc_serving import serving, settled_count
     from vllm_remote_llm import RemoteLlm
 
     llm = MockLlm(step_interval=0.001)
@@ -103,7 +103,7 @@ async def remote_mock_harness() -> AsyncIterator[Harness]:
 @pytest_asyncio.fixture
 async def remote_engine_harness(engine_llm: EngineCoreLlm) -> AsyncIterator[Harness]:
     """RemoteLlm -> GrpcFrontend -> the session's EngineCoreLlm."""
-    from tests.grpc.serving import serving, settled_count
+    from tests.support.grpc_serving import serving, settled_count
     from vllm_remote_llm import RemoteLlm
 
     async def pause() -> None:

@@ -12,7 +12,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.llm.harness import collect
-from tests.oracle.client import VllmOracle
+from tests.support.vllm_oracle import VllmOracle
 from vllm_llm import EngineCoreLlm, Unsupported
 from vllm_llm.tiny_model import build_tiny_lora
 from vllm_llm.wire import (

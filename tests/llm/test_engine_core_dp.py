@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.conftest import tiny_engine_settings
 from tests.llm.harness import collect
+from tests.support.engine import tiny_engine_settings
 from vllm_llm import EngineCoreLlm, EngineDead, GenerateStream
 from vllm_llm.wire import FinishReason, GenerateRequest, SamplingParams
 

@@ -1,53 +1,13 @@
-"""Fixtures of the reliability tests: a MockLlm worker server, a RemoteLlm to it, and a router over that."""
+"""Fixtures of the reliability tests: a `Cluster` per test or per module."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_asyncio
 
-from tests.support.mock import tiny_mock
-from tests.support.servers import RunningServer, start_server
-from vllm_llm import MockLlm
-from vllm_remote_llm import RemoteLlm
-from vllm_server.config import ServerConfig
-from vllm_server.source import LlmSource
-
-
-@dataclass
-class Cluster:
-    """router (HTTP) → RemoteLlm → worker (gRPC) → MockLlm, all in this process."""
-
-    mock: MockLlm
-    worker: RunningServer
-    remote: RemoteLlm
-    router: RunningServer
-
-
-@contextlib.asynccontextmanager
-async def open_cluster(model_dir: Path) -> AsyncIterator[Cluster]:
-    """A worker server over a fresh MockLlm and a router server over a RemoteLlm to it (deadline 5 s)."""
-    mock = tiny_mock(model_dir, step_interval=0.002)
-    worker = await start_server(
-        ServerConfig(port=0, grpc_port=0, max_request_body_bytes=1 << 20, max_grpc_message_bytes=1 << 20),
-        LlmSource.provided(mock),
-    )
-    remote = await RemoteLlm.connect(worker.grpc_target, timeout=5, connect_timeout=10)
-    router = await start_server(
-        ServerConfig(port=0, grpc_port=None, tokenizer=str(model_dir), max_request_body_bytes=1 << 20),
-        LlmSource.provided(remote),
-    )
-    try:
-        yield Cluster(mock, worker, remote, router)
-    finally:
-        await router.stop()
-        await remote.shutdown()
-        await worker.stop()
-        await mock.shutdown()
+from tests.support.cluster import Cluster, open_cluster
 
 
 @pytest_asyncio.fixture
@@ -62,8 +22,3 @@ async def shared_cluster(tiny_model_dir: Path) -> AsyncIterator[Cluster]:
     """A cluster shared by a module whose tests leave it as they found it."""
     async with open_cluster(tiny_model_dir) as c:
         yield c
-
-
-async def no_engine_work(mock: MockLlm, *, within: float = 10) -> None:
-    """Wait (bounded) until the engine has no request in flight."""
-    await asyncio.wait_for(mock.subscribe_running().wait_for(lambda n: n == 0), within)

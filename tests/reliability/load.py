@@ -87,7 +87,7 @@ def live_objects() -> dict[str, int]:
 
 async def measure(streams: int, tokens: int, rounds: int) -> dict[str, object]:
     """A warm-up round, then `rounds` more; what they left behind."""
-    from tests.grpc.serving import serving
+    from tests.support.grpc_serving import serving
 
     mock = MockLlm(step_interval=0.01)
     async with serving(mock) as served:

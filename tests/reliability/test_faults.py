@@ -16,10 +16,10 @@ import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.grpc.serving import request as grpc_request
-from tests.reliability.conftest import Cluster, no_engine_work
 from tests.reliability.processes import Frontend, mock_worker, router_over, until
 from tests.reliability.sse import Streamed, completion, stream_completion
+from tests.support.cluster import Cluster, no_engine_work
+from tests.support.grpc_serving import request as grpc_request
 from vllm_llm import GenerateStream, Unavailable
 from vllm_llm.wire import SERVICE_NAME
 from vllm_remote_llm import Keepalive, RemoteLlm

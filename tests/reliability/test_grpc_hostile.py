@@ -16,8 +16,8 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.grpc.serving import Served, serving
-from tests.reliability.conftest import no_engine_work
+from tests.support.cluster import no_engine_work
+from tests.support.grpc_serving import Served, serving
 from vllm_llm import MockLlm
 from vllm_llm.wire import ABORT, GENERATE, INFO, FinishReason, GenerateOutput, encode
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.reliability.conftest import Cluster, no_engine_work
+from tests.support.cluster import Cluster, no_engine_work
 from tests.support.servers import RunningServer
 
 COMPLETION: dict[str, Any] = {"model": "tiny", "prompt": "hello", "max_tokens": 4}
@@ -72,7 +72,7 @@ WIRE_CASES: list[tuple[str, str, bytes | dict[str, Any], int]] = [
     ("chat seed 2**70", CHATP, {**CHAT, "seed": 2**70}, 400),
 ]
 
-#: Nesting beyond msgspec's recursion limit: `vllm_server.openai.codec.decode_body` turns it into a 400.
+#: Nesting beyond msgspec's recursion limit: `vllm_server.http.openai.codec.decode_body` turns it into a 400.
 DEEP_CASES: list[tuple[str, bytes]] = [
     ("100k nested lists in kv_transfer_params", _nested("kv_transfer_params", 100_000)),
     ("100k nested lists in vllm_xargs", _nested("vllm_xargs", 100_000)),

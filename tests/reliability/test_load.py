@@ -19,10 +19,10 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 
-from tests.grpc.serving import Served, serving
-from tests.reliability.conftest import Cluster, no_engine_work
 from tests.reliability.load import run_round
 from tests.reliability.sse import completion, stream_completion
+from tests.support.cluster import Cluster, no_engine_work
+from tests.support.grpc_serving import Served, serving
 from vllm_llm import MockLlm
 from vllm_remote_llm import RemoteLlm
 

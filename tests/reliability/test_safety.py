@@ -1,7 +1,7 @@
 """No unsafe deserialization on any port, no stack traces in error bodies, limits and keys on every route.
 
-TLS and mTLS on gRPC and HTTPS are covered by tests/frontend/test_security.py and
-tests/grpc/test_security.py; this module adds what they do not.
+TLS and mTLS on gRPC and HTTPS are covered by tests/server/test_security.py and
+tests/server/grpc/internal/test_security.py; this module adds what they do not.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from tests.support.mock import tiny_mock
 from tests.support.servers import RunningServer
 from vllm_llm.wire import METHODS, TENSOR_EXT_CODE, GenerateOutput, LlmInfo, MethodSpec, Tensor, decoder
 from vllm_server.config import ServerConfig
-from vllm_server.grpc_service import _request_decoder, _Undecodable
-from vllm_server.middleware import OPEN_PATHS
+from vllm_server.grpc.llm_service import _request_decoder, _Undecodable
+from vllm_server.http.middleware import OPEN_PATHS
 from vllm_server.server import Server
 from vllm_server.source import LlmSource
 from vllm_server.state import ServerState

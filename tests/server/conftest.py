@@ -1,88 +1,24 @@
-"""Fixtures of the route tests: `build_app(state)` served by uvicorn on loopback in the test's event loop.
-
-Over a fresh `MockLlm` per test (fast, deterministic) and over the session's `engine_llm` (greedy-
-deterministic). Each `Served` carries the official `openai` client and an httpx client on that server.
+"""Fixtures of the server tests: the app over a fresh `MockLlm` per test (fast, deterministic) and over
+the session's `engine_llm` (greedy-deterministic), served by `tests.support.http_serving`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-import httpx
-import openai
 import pytest_asyncio
-import uvicorn
 
-from tests.text.conftest import generation_config, tiny_info  # noqa: F401  (fixtures used below)
-from vllm_llm import Llm, MockLlm
+from tests.support.http_serving import Served, serve, server_state
+from vllm_llm import MockLlm
 from vllm_llm.wire import LlmInfo
-from vllm_server.app import build_app
-from vllm_server.config import FrontendConfig, ServerConfig
-from vllm_server.state import ServerState
-from vllm_server.wiring import build_state
 
 if TYPE_CHECKING:
     from vllm_llm import EngineCoreLlm
 
-MODEL = "tiny"
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers (the test runner owns the signals)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-@dataclass
-class Served:
-    """A running server: its state, base URL, and clients on it."""
-
-    state: ServerState
-    base_url: str
-    http: httpx.AsyncClient
-    client: openai.AsyncOpenAI
-
-
-def server_state(llm: Llm) -> ServerState:
-    """The state the tests serve: the tiny model under the name "tiny", layers attached, ready."""
-    state = build_state(FrontendConfig(server=ServerConfig(served_model_name=(MODEL,))), llm)
-    state.attach_layers()
-    state.update_readiness()
-    return state
-
-
-@contextlib.asynccontextmanager
-async def serve(state: ServerState) -> AsyncIterator[Served]:
-    """Serve `build_app(state)` on an ephemeral loopback port until the block ends."""
-    config = uvicorn.Config(build_app(state), host="127.0.0.1", port=0, lifespan="off", log_level="warning")
-    server = _Server(config)
-    task = asyncio.get_running_loop().create_task(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError("uvicorn stopped before it started")
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        base_url = f"http://127.0.0.1:{port}"
-        async with (
-            httpx.AsyncClient(base_url=base_url, timeout=60) as http,
-            openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0) as client,
-        ):
-            yield Served(state, base_url, http, client)
-    finally:
-        server.should_exit = True
-        await task
-
 
 @pytest_asyncio.fixture
-async def mock_llm(tiny_info: LlmInfo) -> AsyncIterator[MockLlm]:  # noqa: F811
+async def mock_llm(tiny_info: LlmInfo) -> AsyncIterator[MockLlm]:
     """A fresh MockLlm reporting the tiny model's info."""
     llm = MockLlm(info=tiny_info)
     yield llm

@@ -88,7 +88,7 @@ class Keepalive:
 
     A ping goes out after `time` s without one; every ping (keepalive or BDP) must be acknowledged
     within `timeout` s, else the connection and every call on it fail with UNAVAILABLE. The server
-    must permit pings this often (`vllm_server.grpc_server.MIN_CLIENT_PING_INTERVAL_MS`, 5 s).
+    must permit pings this often (`vllm_server.grpc.listener.MIN_CLIENT_PING_INTERVAL_MS`, 5 s).
     """
 
     time: float = 30.0

@@ -1,13 +1,13 @@
 """`python -m vllm_server.protogen gen | check`: the public gRPC API's Python code from its .proto files.
 
-grpcio-tools compiles `packages/server/proto/vllm/*.proto` (package `vllm`) into `vllm_server/proto/`:
+grpcio-tools compiles `packages/server/proto/vllm/*.proto` (package `vllm`) into `vllm_server/grpc/proto/`:
 `<name>_pb2.py` (messages), `<name>_pb2.pyi` (their type stubs) and `<name>_pb2_grpc.py` (stubs,
 servicers). The output is deterministic (protoc is given relative paths, and writes no timestamps) and
 post-processed in two ways only:
 
 - a header naming the .proto and its sha256, saying DO NOT EDIT, and turning ruff and mypy off for the
   file (`# ruff: noqa`, `# fmt: off`, `# mypy: ignore-errors`: generated code follows protoc's style);
-- `from vllm import x_pb2` becomes `from vllm_server.proto import x_pb2`, since `vllm` is vLLM's own
+- `from vllm import x_pb2` becomes `from vllm_server.grpc.proto import x_pb2`, since `vllm` is vLLM's own
   package (the descriptors keep the proto names `vllm/*.proto`).
 
 `check` regenerates into a temporary directory and exits 1 with a unified diff when a checked-in file is
@@ -34,8 +34,8 @@ EXIT_ERROR = 2
 PROTO_ROOT = Path(__file__).resolve().parents[2] / "proto"
 PROTO_PACKAGE = "vllm"
 #: Where the generated modules live (a package).
-OUTPUT_DIR = Path(__file__).resolve().parent / "proto"
-OUTPUT_MODULE = "vllm_server.proto"
+OUTPUT_DIR = Path(__file__).resolve().parent / "grpc" / "proto"
+OUTPUT_MODULE = "vllm_server.grpc.proto"
 
 _SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 #: Where the generated code names its modules `vllm.<name>_pb2`.

@@ -23,10 +23,10 @@ from fastapi import FastAPI
 from vllm_llm import EngineCoreLlm, Llm
 from vllm_llm.wire import LoraRequest
 from vllm_server.affinity import keep_off_engine_cpus
-from vllm_server.app import build_app
 from vllm_server.config import FrontendConfig, ServerConfig
-from vllm_server.grpc_public_services import public_services
-from vllm_server.grpc_server import GrpcFrontend
+from vllm_server.grpc.listener import GrpcFrontend
+from vllm_server.grpc.services import public_services
+from vllm_server.http.app import build_app
 from vllm_server.runtime import freeze_heap
 from vllm_server.source import LlmSource
 from vllm_server.state import ServerState

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from vllm_llm import ChatLlm, EngineCoreLlm, Llm, TextLlm, Unavailable
 from vllm_llm.watch import Watch, WatchSender
 from vllm_server.config import FrontendConfig, LoraModule
+from vllm_server.load import LoadCounter
 from vllm_server.metrics import Metrics
-from vllm_server.middleware import LoadCounter
 
 
 @dataclass

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from vllm_llm import MockLlm
 from vllm_server import runtime
-from vllm_server.grpc_server import GrpcFrontend
+from vllm_server.grpc.listener import GrpcFrontend
 
 
 async def serve(step_interval: float, port: int) -> None:

@@ -1,0 +1,163 @@
+"""`GrpcFrontend`: the server's gRPC listener, `vllm.internal.Llm` plus `grpc.health.v1` over one `Llm`.
+
+Lifecycle: `start(host, port)` binds and serves; `begin_drain()` flips every health status to
+NOT_SERVING for good and refuses new Generate calls with UNAVAILABLE (so balancing clients go
+elsewhere); `stop(grace)` lets calls in flight finish within `grace`, then cancels them, which aborts
+their requests. With `tls` the listener is TLS, and mTLS (client certificates required) when
+`tls.ca_certs` is set. With `api_key` every call but health must carry `authorization: Bearer <key>`
+(or `x-api-key: <key>`): Kubernetes probes carry no key.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, Sequence
+from http import HTTPStatus
+from typing import Any
+
+import grpc
+
+from vllm_llm import Llm
+from vllm_llm.wire import SERVICE_NAME
+from vllm_server.errors import RequestError, map_error
+from vllm_server.grpc.health import HEALTH_SERVICE, LlmHealth
+from vllm_server.grpc.llm_service import LlmService
+from vllm_server.tls import TlsConfig
+
+ServiceAdder = Callable[[grpc.aio.Server], None]
+
+#: Clients may ping this often (RemoteLlm's keepalive defaults stay above it).
+MIN_CLIENT_PING_INTERVAL_MS = 5_000
+
+#: Calls that may wait for the Python server to pick them up. gRPC's default (1,000, hard limit 3,000)
+#: CANCELs the rest of a burst, e.g. a router opening 1,500 streams at once; a cancelled call is not
+#: retried on another worker and reaches the client as an internal error.
+MAX_PENDING_CALLS = 10_000
+
+
+class GrpcFrontend:
+    """Builds, starts, drains and stops the grpc.aio server of one `Llm` (it never shuts the Llm down)."""
+
+    def __init__(
+        self,
+        llm: Llm,
+        *,
+        api_key: str | None = None,
+        tls: TlsConfig | None = None,
+        max_message_bytes: int = 64 << 20,
+        extra_services: Sequence[ServiceAdder] = (),
+        health_services: Sequence[str] = (),
+    ) -> None:
+        self._service = LlmService(llm)
+        self._health = LlmHealth(llm.subscribe_readiness(), (SERVICE_NAME, *health_services))
+        self._api_key = api_key
+        self._tls = tls
+        self._max_message_bytes = max_message_bytes
+        self._extra_services = tuple(extra_services)
+        self._server: grpc.aio.Server | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int | None:
+        """The bound port once started."""
+        return self._port
+
+    @property
+    def health_services(self) -> tuple[str, ...]:
+        """The names with a health status (`""`, `vllm.internal.Llm` and the extra ones)."""
+        return self._health.services
+
+    async def start(self, host: str, port: int) -> int:
+        """Bind `host:port` (0: an ephemeral port), start serving, and return the bound port."""
+        if self._server is not None:
+            raise RuntimeError("the gRPC frontend was already started")
+        interceptors = [ApiKeyInterceptor(self._api_key)] if self._api_key is not None else []
+        server = grpc.aio.server(interceptors=interceptors, options=self._options())
+        self._service.register(server)
+        self._health.register(server)
+        for add in self._extra_services:
+            add(server)
+        address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+        if self._tls is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, _server_credentials(self._tls))
+        await self._health.start()
+        await server.start()
+        self._server, self._port = server, bound
+        return int(bound)
+
+    async def begin_drain(self) -> None:
+        """Health NOT_SERVING for every service, for good; new Generate calls get UNAVAILABLE."""
+        self._service.begin_drain()
+        await self._health.begin_drain()
+
+    async def stop(self, grace: float) -> None:
+        """Drain, let calls in flight finish within `grace` seconds, then cancel them (aborting them)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        await self.begin_drain()
+        # Health Watch streams never end by themselves; they would hold `stop` for the whole grace.
+        await self._health.end_watches(within=min(grace, 1.0))
+        await server.stop(grace)
+        await self._health.close()
+
+    def _options(self) -> list[tuple[str, Any]]:
+        return [
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", self._max_message_bytes),
+            ("grpc.max_send_message_length", self._max_message_bytes),
+            # Let clients detect a dead peer with keepalive pings, even between calls.
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
+            ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
+            ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
+            ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_PENDING_CALLS),
+        ]
+
+
+def _server_credentials(tls: TlsConfig) -> Any:
+    cert, key, ca = tls.read()
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
+    )
+
+
+class ApiKeyInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpcio has no type hints
+    """Rejects calls without the API key (UNAUTHENTICATED); health stays open for probes."""
+
+    def __init__(self, api_key: str) -> None:
+        self._accepted = (f"Bearer {api_key}".encode(), api_key.encode())
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]], details: Any) -> Any:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith(f"/{HEALTH_SERVICE}/") or self._authorized(details):
+            return handler
+        return _rejecting(handler)
+
+    def _authorized(self, details: Any) -> bool:
+        bearer, plain = self._accepted
+        for key, value in details.invocation_metadata or ():
+            given = value.encode() if isinstance(value, str) else value
+            if key == "authorization" and hmac.compare_digest(given, bearer):
+                return True
+            if key == "x-api-key" and hmac.compare_digest(given, plain):
+                return True
+        return False
+
+
+def _rejecting(handler: Any) -> Any:
+    """A handler of the same kind as `handler` that ends the call with UNAUTHENTICATED."""
+    mapping = map_error(RequestError("a valid API key is required", status=HTTPStatus.UNAUTHORIZED))
+
+    async def deny(request: Any, context: Any) -> None:
+        await context.abort(mapping.grpc_code, mapping.message)
+
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(deny)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(deny)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(deny)
+    return grpc.unary_unary_rpc_method_handler(deny)

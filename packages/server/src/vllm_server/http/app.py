@@ -1,0 +1,117 @@
+"""The HTTP app: the route table (only wiring) and the one place errors become responses."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from vllm_llm import LlmError
+from vllm_server.errors import RequestError, error_body, map_error
+from vllm_server.http.middleware import ApiKeyMiddleware, BodyLimitMiddleware, LoadMiddleware
+from vllm_server.http.routes import (
+    engine_admin,
+    engine_kv_events,
+    engine_lora,
+    generate,
+    health,
+    info,
+    openai_chat,
+    openai_completions,
+    tokenize,
+)
+from vllm_server.state import ServerState
+
+logger = logging.getLogger(__name__)
+
+
+def build_app(state: ServerState) -> FastAPI:
+    """The FastAPI app over `state`."""
+    server = state.config.server
+    app = FastAPI(title="vLLM frontend", docs_url=None, redoc_url=None)
+
+    # Always: probes, facts, OpenAI-compatible inference and tokens in / tokens out.
+    app.include_router(health.router(state))
+    app.include_router(info.router(state))
+    app.include_router(openai_completions.router(state))
+    app.include_router(openai_chat.router(state))
+    app.include_router(tokenize.router(state))
+    app.include_router(generate.router(state))
+
+    # Only over an engine core the server owns (LlmSource.engine_core): 404 for a provided Llm.
+    engine = state.engine
+    if engine is not None:
+        app.include_router(engine_kv_events.router(engine))
+        if server.dev_mode:
+            profiler = (
+                state.config.engine_core is not None and state.config.engine_core.profiler_dir is not None
+            )
+            app.include_router(engine_admin.router(engine, profiler=profiler))
+        if server.enable_runtime_lora:
+            app.include_router(engine_lora.router(state, engine))
+
+    _install_error_handlers(app)
+    app.add_middleware(LoadMiddleware, metrics=state.metrics, load=state.load)
+    if server.allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(server.allowed_origins),
+            allow_credentials=server.allow_credentials,
+            allow_methods=list(server.allowed_methods),
+            allow_headers=list(server.allowed_headers),
+        )
+    if server.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=server.api_key)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_request_body_bytes)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    def respond(exc: BaseException) -> JSONResponse:
+        mapping = map_error(exc)
+        if int(mapping.http_status) >= 500:
+            logger.warning("request failed: %s: %s", type(exc).__name__, exc)
+        return JSONResponse(error_body(mapping), status_code=int(mapping.http_status))
+
+    @app.exception_handler(LlmError)
+    async def llm_error(_: Request, exc: LlmError) -> JSONResponse:
+        return respond(exc)
+
+    @app.exception_handler(RequestError)
+    async def request_error(_: Request, exc: RequestError) -> JSONResponse:
+        return respond(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return respond(RequestError(_validation_message(exc), param=_validation_param(exc)))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        from http import HTTPStatus
+
+        return respond(RequestError(str(exc.detail), status=HTTPStatus(exc.status_code)))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unexpected error")
+        return respond(exc)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        parts.append(f"{loc}: {err.get('msg')}" if loc else str(err.get("msg")))
+    return "; ".join(parts) or "invalid request"
+
+
+def _validation_param(exc: RequestValidationError) -> str | None:
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+        if loc:
+            return loc[0]
+    return None

@@ -1,0 +1,113 @@
+"""Plain ASGI middleware: API-key auth, body size limit, server load and HTTP metrics."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable
+from http import HTTPStatus
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from vllm_server.errors import RequestError, error_body, map_error
+from vllm_server.load import LoadCounter
+from vllm_server.metrics import Metrics
+
+#: Routes that stay open without the API key: probes and scrapers carry none.
+OPEN_PATHS = frozenset({"/health", "/ready", "/metrics", "/version", "/load", "/ping"})
+
+
+async def send_error(send: Send, exc: RequestError) -> None:
+    """Send an OpenAI-style error response from middleware."""
+    mapping = map_error(exc)
+    body = json.dumps(error_body(mapping)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": int(mapping.http_status),
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class ApiKeyMiddleware:
+    """Requires `Authorization: Bearer <key>` on every route but the open ones."""
+
+    def __init__(self, app: ASGIApp, *, api_key: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope["method"] == "OPTIONS":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        if not hmac.compare_digest(given, self._expected):
+            await send_error(send, RequestError("invalid or missing API key", status=HTTPStatus.UNAUTHORIZED))
+            return
+        await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """Rejects request bodies larger than `max_bytes` with 413, by declared length or as they stream."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = RequestError(
+            f"request body exceeds {self.max_bytes} bytes", status=HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+        )
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            await send_error(send, too_large)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise too_large
+            return message
+
+        await self.app(scope, limited, send)
+
+
+
+class LoadMiddleware:
+    """Counts requests in progress (`/load`) and HTTP requests by route and status (`/metrics`)."""
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, load: LoadCounter) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.load = load
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        def track(message: Message) -> Awaitable[None]:
+            # A plain function handing back `send`'s awaitable: no coroutine of its own per SSE chunk.
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            return send(message)
+
+        self.load.add(1)
+        try:
+            await self.app(scope, receive, track)
+        finally:
+            self.load.add(-1)
+            route = scope.get("route")
+            handler = getattr(route, "path", "unmatched")
+            self.metrics.http_requests.labels(handler, scope["method"], str(status)).inc()

@@ -1,0 +1,131 @@
+"""The body of `POST /v1/chat/completions` (vLLM's ChatCompletionRequest), lowered to a `ChatRequest`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_llm import ChatMessage, ChatRequest
+from vllm_llm.wire import LoraRequest
+from vllm_server.errors import RequestError
+from vllm_server.http.openai.sampling import SamplingFields
+from vllm_server.request_checks import check_max_tokens
+
+__all__ = ["ChatCompletionRequest", "check_generation_prompt"]
+
+
+class ChatCompletionRequest(SamplingFields, kw_only=True):
+    """OpenAI's chat completion request with vLLM's extra parameters."""
+
+    messages: list[ChatMessage]
+    logprobs: bool | None = False
+    top_logprobs: int | None = 0
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = True
+    echo: bool = False
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    add_special_tokens: bool = False
+    documents: list[dict[str, str]] | None = None
+    chat_template: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    @property
+    def num_top_logprobs(self) -> int:
+        """top_logprobs (null is 0)."""
+        return self.top_logprobs or 0
+
+    @property
+    def output_token_limit(self) -> tuple[int | None, str]:
+        """max_completion_tokens, else max_tokens, with the name the client used."""
+        if self.max_completion_tokens is not None:
+            return self.max_completion_tokens, "max_completion_tokens"
+        return self.max_tokens, "max_tokens"
+
+    def check(self, max_model_len: int) -> None:
+        """vLLM's validators of this request."""
+        self.check_common()
+        k = self.top_logprobs
+        if k is not None:
+            if k < -1:
+                raise RequestError("`top_logprobs` must be a positive value or -1.", param="top_logprobs")
+            if (k == -1 or k > 0) and not self.logprobs:
+                raise RequestError(
+                    "when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs"
+                )
+        if self.chat_template is not None:
+            raise RequestError(
+                "Chat template is passed with request, but --trust-request-chat-template is not set. "
+                "Refused request with untrusted chat template.",
+                param="chat_template",
+            )
+        self._check_tools()
+        check_generation_prompt(self.add_generation_prompt, self.continue_final_message)
+        check_max_tokens(*self.output_token_limit, max_model_len)
+
+    def _check_tools(self) -> None:
+        if self.tools == []:
+            raise RequestError(
+                "`tools` must not be an empty array. Either provide at least one tool or omit the field "
+                "entirely.",
+                param="tools",
+            )
+        choice = self.tool_choice
+        if choice is None or choice == "none":
+            return
+        if not self.tools:
+            raise RequestError("When using `tool_choice`, `tools` must be set.", param="tool_choice")
+        if isinstance(choice, str) and choice not in ("auto", "required"):
+            raise RequestError(
+                f'Invalid value for `tool_choice`: {choice}! Only named tools, "none", "auto" or '
+                '"required" are supported.',
+                param="tool_choice",
+            )
+
+    def chat_request(self, request_id: str, lora_request: LoraRequest | None) -> ChatRequest:
+        """The chat-layer request."""
+        prompt_logprobs = self.prompt_logprobs
+        if prompt_logprobs is None and self.echo:
+            prompt_logprobs = self.num_top_logprobs
+        params = self.text_params(
+            max_tokens=self.output_token_limit[0],
+            logprobs=self.num_top_logprobs if self.logprobs else None,
+            prompt_logprobs=prompt_logprobs,
+        )
+        return ChatRequest(
+            request_id=request_id,
+            messages=self.messages,
+            params=params,
+            add_generation_prompt=self.add_generation_prompt,
+            continue_final_message=self.continue_final_message,
+            tools=self.tools,
+            documents=self.documents,
+            chat_template_kwargs=self.chat_template_kwargs,
+            add_special_tokens=self.add_special_tokens,
+            lora_request=lora_request,
+            cache_salt=self.cache_salt,
+            priority=self.priority,
+            kv_transfer_params=self.kv_transfer_params,
+        )
+
+    def echoed_content(self, role: str) -> str:
+        """What `echo` prepends: the last message's content when it has the response's role."""
+        if not self.echo or not self.messages or self.messages[-1].role != role:
+            return ""
+        content = self.messages[-1].content
+        if content is None:
+            return ""
+        if isinstance(content, str):
+            return content
+        return "\n".join(part.text for part in content)
+
+
+def check_generation_prompt(add_generation_prompt: bool, continue_final_message: bool) -> None:
+    """vLLM's check_generation_prompt."""
+    if add_generation_prompt and continue_final_message:
+        raise RequestError(
+            "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+            param="continue_final_message",
+        )

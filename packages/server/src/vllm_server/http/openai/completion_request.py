@@ -1,0 +1,101 @@
+"""The body of `POST /v1/completions` (vLLM's CompletionRequest) and its lowering to `TextRequest`s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_llm import TextRequest
+from vllm_llm.wire import LoraRequest
+from vllm_server.errors import RequestError
+from vllm_server.http.openai.sampling import SamplingFields
+from vllm_server.request_checks import check_max_tokens
+
+__all__ = ["CompletionRequest", "Prompt"]
+
+#: vLLM's VLLM_MAX_COMPLETION_PROMPTS default.
+MAX_PROMPTS = 1024
+
+Prompt = str | list[int]
+
+
+class CompletionRequest(SamplingFields, kw_only=True):
+    """OpenAI's completion request with vLLM's extra parameters."""
+
+    prompt: str | list[Any] | None = None
+    echo: bool | None = False
+    logprobs: int | None = None
+    max_tokens: int | None = 16
+    suffix: str | None = None
+    add_special_tokens: bool = True
+
+    def __post_init__(self) -> None:
+        # vLLM's normalize_null_max_tokens: an explicit null is the default 16.
+        if self.max_tokens is None:
+            self.max_tokens = 16
+
+    def check(self, max_model_len: int) -> None:
+        """vLLM's validators of this request."""
+        self.check_common()
+        if self.logprobs is not None and self.logprobs < -1:
+            raise RequestError("`logprobs` must be a positive value or -1.", param="logprobs")
+        if self.suffix:
+            raise RequestError("suffix is not supported by this model", param="suffix")
+        check_max_tokens(self.max_tokens, "max_tokens", max_model_len)
+
+    def prompts(self) -> list[Prompt]:
+        """The prompts: one text, texts, one token list, or token lists."""
+        prompt = self.prompt
+        if prompt is None or prompt == "" or prompt == []:
+            raise RequestError(
+                "Either prompt or prompt_embeds must be provided and non-empty.", param="prompt"
+            )
+        if isinstance(prompt, str):
+            return [prompt]
+        if all(_is_token(t) for t in prompt):
+            return [list(prompt)]
+        if all(isinstance(p, str) for p in prompt) or all(_is_tokens(p) for p in prompt):
+            if len(prompt) > MAX_PROMPTS:
+                raise RequestError(
+                    f"prompt list length {len(prompt)} exceeds the maximum allowed count of {MAX_PROMPTS}.",
+                    param="prompt",
+                )
+            return [p if isinstance(p, str) else list(p) for p in prompt]
+        raise RequestError(
+            "prompt must be a string, a list of strings, a list of token ids (non-negative integers) or "
+            "a list of such lists",
+            param="prompt",
+        )
+
+    def text_requests(self, request_id: str, lora_request: LoraRequest | None) -> list[TextRequest]:
+        """One text request per prompt (`f"{request_id}-{i}"`, as vLLM)."""
+        echo_only = bool(self.echo) and self.max_tokens == 0
+        prompt_logprobs = self.prompt_logprobs
+        if prompt_logprobs is None and self.echo:
+            prompt_logprobs = self.logprobs
+        params = self.text_params(
+            # vLLM generates one token when echo asks for none, and reports only the prompt.
+            max_tokens=1 if echo_only else self.max_tokens,
+            logprobs=self.logprobs,
+            prompt_logprobs=prompt_logprobs,
+        )
+        return [
+            TextRequest(
+                request_id=f"{request_id}-{i}",
+                prompt=prompt,
+                params=params,
+                add_special_tokens=self.add_special_tokens,
+                lora_request=lora_request,
+                cache_salt=self.cache_salt,
+                priority=self.priority,
+                kv_transfer_params=self.kv_transfer_params,
+            )
+            for i, prompt in enumerate(self.prompts())
+        ]
+
+
+def _is_token(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_tokens(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(_is_token(t) for t in value)

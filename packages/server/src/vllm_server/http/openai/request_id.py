@@ -1,0 +1,17 @@
+"""The id of an HTTP request: the `X-Request-Id` header, else the body's `request_id`, else a random one."""
+
+from __future__ import annotations
+
+import secrets
+
+from fastapi import Request
+
+__all__ = ["base_request_id"]
+
+
+def base_request_id(request: Request, given: str | None) -> str:
+    """The request id: the `X-Request-Id` header, else the body's `request_id`, else a random one."""
+    header = request.headers.get("x-request-id")
+    if header is not None:
+        return header
+    return given or secrets.token_hex(16)

@@ -1,0 +1,245 @@
+"""The sampling fields completions and chat share (vLLM's names and defaults), as `TextSamplingParams`.
+
+`response_format` (json_schema / json_object / structural_tag) and `structured_outputs` become the wire
+`StructuredOutputs`, response_format overriding as vLLM's `structured_outputs_from_response_format`. The
+removed `guided_*` fields are ignored, as vLLM 0.32 ignores them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import msgspec
+
+from vllm_llm import TextSamplingParams
+from vllm_llm.wire import RepetitionDetection, StructuredOutputs
+from vllm_server.errors import RequestError
+
+__all__ = [
+    "JsonSchemaFormat",
+    "ResponseFormat",
+    "SamplingFields",
+    "StreamOptions",
+    "StructuredOutputsParams",
+]
+
+_CACHE_SALT_FORBIDDEN = frozenset("@/\\\x00")
+_MAX_CACHE_SALT = 128
+
+
+class StreamOptions(msgspec.Struct, kw_only=True):
+    """OpenAI's stream_options."""
+
+    include_usage: bool | None = False
+    continuous_usage_stats: bool | None = False
+
+
+class JsonSchemaFormat(msgspec.Struct, kw_only=True):
+    """response_format.json_schema."""
+
+    name: str = ""
+    description: str | None = None
+    schema: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ResponseFormat(msgspec.Struct, kw_only=True):
+    """response_format: text, json_object, json_schema, or a structural tag (kept as given)."""
+
+    type: Literal["text", "json_object", "json_schema", "structural_tag"]
+    json_schema: JsonSchemaFormat | None = None
+    structures: list[dict[str, Any]] | None = None
+    triggers: list[str] | None = None
+    format: Any = None
+
+
+class StructuredOutputsParams(msgspec.Struct, kw_only=True):
+    """vLLM's user-facing StructuredOutputsParams."""
+
+    json: str | dict[str, Any] | None = None
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+    json_object: bool | None = None
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
+    whitespace_pattern: str | None = None
+    structural_tag: str | None = None
+
+
+class SamplingFields(msgspec.Struct, kw_only=True):
+    """Request fields of /v1/completions and /v1/chat/completions alike (unknown fields are ignored)."""
+
+    model: str | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    n: int | None = 1
+    presence_penalty: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    user: str | None = None
+    use_beam_search: bool = False
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    stop_token_ids: list[int] | None = None
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    allowed_token_ids: list[int] | None = None
+    prompt_logprobs: int | None = None
+    bad_words: list[str] | None = None
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputsParams | None = None
+    priority: int = 0
+    request_id: str | None = None
+    cache_salt: str | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    vllm_xargs: dict[str, Any] | None = None
+    repetition_detection: RepetitionDetection | None = None
+    return_token_ids: bool | None = None
+    stream_interval: int | None = None
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the response is streamed."""
+        return bool(self.stream)
+
+    def usage_options(self) -> tuple[bool, bool]:
+        """(include_usage, continuous_usage_stats), as vLLM's should_include_usage."""
+        options = self.stream_options
+        if options is None or not options.include_usage:
+            return False, False
+        return True, bool(options.continuous_usage_stats)
+
+    def check_common(self) -> None:
+        """vLLM's request-level validators shared by both APIs."""
+        if self.stream_options is not None and not self.stream:
+            raise RequestError(
+                "Stream options can only be defined when `stream=True`.", param="stream_options"
+            )
+        if self.use_beam_search:
+            raise RequestError("beam search is not supported by this server", param="use_beam_search")
+        k = self.prompt_logprobs
+        if k is not None:
+            if self.stream and (k > 0 or k == -1):
+                raise RequestError(
+                    "`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs"
+                )
+            if k < -1:
+                raise RequestError(
+                    "`prompt_logprobs` must be a positive value or -1.", param="prompt_logprobs"
+                )
+        _check_cache_salt(self.cache_salt)
+        rf = self.response_format
+        if rf is not None and rf.type == "json_schema" and rf.json_schema is None:
+            raise RequestError(
+                "When response_format type is 'json_schema', the 'json_schema' field must be provided.",
+                param="response_format",
+            )
+        so = self.structured_outputs
+        if so is not None and sum(x is not None for x in (so.json, so.regex, so.choice)) > 1:
+            raise RequestError(
+                "You can only use one kind of constraints for structured outputs ('json', 'regex' or "
+                "'choice').",
+                param="structured_outputs",
+            )
+
+    def text_params(
+        self, *, max_tokens: int | None, logprobs: int | None, prompt_logprobs: int | None
+    ) -> TextSamplingParams:
+        """The user-level sampling parameters of this request."""
+        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or ())
+        return TextSamplingParams(
+            n=1 if self.n is None else self.n,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            min_p=self.min_p,
+            repetition_penalty=self.repetition_penalty,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+            seed=self.seed,
+            max_tokens=max_tokens,
+            min_tokens=self.min_tokens,
+            stop=stop,
+            stop_token_ids=list(self.stop_token_ids or ()),
+            ignore_eos=self.ignore_eos,
+            include_stop_str_in_output=self.include_stop_str_in_output,
+            skip_special_tokens=self.skip_special_tokens,
+            spaces_between_special_tokens=self.spaces_between_special_tokens,
+            logprobs=logprobs,
+            prompt_logprobs=prompt_logprobs,
+            logit_bias=_logit_bias(self.logit_bias),
+            allowed_token_ids=self.allowed_token_ids,
+            bad_words=list(self.bad_words or ()),
+            structured_outputs=structured_outputs(self.structured_outputs, self.response_format),
+            repetition_detection=self.repetition_detection,
+            extra_args=self.vllm_xargs or None,
+            stream_interval=self.stream_interval,
+        )
+
+
+def structured_outputs(
+    params: StructuredOutputsParams | None, response_format: ResponseFormat | None
+) -> StructuredOutputs | None:
+    """The wire constraint of `structured_outputs` with `response_format` applied over it."""
+    fields: dict[str, Any] = {}
+    if params is not None:
+        fields = {f: getattr(params, f) for f in params.__struct_fields__}
+    if response_format is not None and response_format.type != "text":
+        for kind in ("json", "json_object", "structural_tag"):
+            fields.pop(kind, None)
+        if response_format.type == "json_object":
+            fields["json_object"] = True
+        elif response_format.type == "json_schema":
+            assert response_format.json_schema is not None
+            fields["json"] = response_format.json_schema.schema
+        else:
+            fields["structural_tag"] = json.dumps(_drop_none(msgspec.to_builtins(response_format)))
+    if not any(v is not None for k, v in fields.items() if k in _KINDS):
+        return None
+    return StructuredOutputs(**{k: v for k, v in fields.items() if v is not None})
+
+
+_KINDS = frozenset({"json", "regex", "choice", "grammar", "json_object", "structural_tag"})
+
+
+
+def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
+    if bias is None:
+        return None
+    try:
+        return {int(token): value for token, value in bias.items()}
+    except ValueError as exc:
+        raise RequestError(f"logit_bias keys must be token ids: {exc}", param="logit_bias") from exc
+
+
+def _check_cache_salt(salt: str | None) -> None:
+    if salt is None:
+        return
+    if not salt:
+        raise RequestError(
+            "Parameter 'cache_salt' must be a non-empty string if provided.", param="cache_salt"
+        )
+    if len(salt) > _MAX_CACHE_SALT or any(c in _CACHE_SALT_FORBIDDEN for c in salt):
+        raise RequestError(
+            "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', "
+            "or NUL.",
+            param="cache_salt",
+        )
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value

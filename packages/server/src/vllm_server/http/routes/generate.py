@@ -1,0 +1,63 @@
+"""`POST /inference/v1/generate`: tokens in, tokens out, as vLLM's (see `vllm_server.http.openai`).
+
+A request the text layer would only pass through (one choice, no stop strings, no prompt logprobs, token
+output) is lowered by the text layer and read raw from the Llm, without detokenizing; the others go through
+the text layer.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from vllm_llm import TextLlm, TextRequest, TextStream
+from vllm_server.http.openai import (
+    GenerateBody,
+    RawTokenStream,
+    TokensOutput,
+    base_request_id,
+    decode_body,
+    event_stream,
+    json_response,
+)
+from vllm_server.request_checks import vllm_wording
+from vllm_server.served_model import resolve_model
+from vllm_server.state import ServerState
+
+
+def router(state: ServerState) -> APIRouter:
+    """The tokens-in / tokens-out route."""
+    r = APIRouter()
+
+    @r.post("/inference/v1/generate")
+    async def generate(raw: Request) -> Response:
+        """Generate from token ids; token ids (and optionally text) out, streamed as SSE or whole."""
+        state.check_accepting()
+        body = await decode_body(raw, GenerateBody)
+        text = state.text()
+        model = resolve_model(state, body.model)
+        body.check()
+        request_id = f"generate-tokens-{base_request_id(raw, body.request_id)}"
+        request = body.text_request(request_id, model.lora_request)
+        with vllm_wording():
+            stream = await _start(text, request, raw_tokens=body.raw_tokens_suffice)
+        metrics = state.metrics.start(len(stream.prompt_token_ids))
+        output = TokensOutput(
+            body,
+            stream,
+            request_id=request_id,
+            model=model.name,
+            metrics=metrics,
+        )
+        if body.stream:
+            return event_stream(output.frames())
+        return json_response(await output.response())
+
+    return r
+
+
+async def _start(text: TextLlm, request: TextRequest, *, raw_tokens: bool) -> TextStream | RawTokenStream:
+    if not raw_tokens:
+        return await text.generate(request)
+    (lowered,) = text.lower(request)
+    stream = await text.llm.generate(lowered)
+    return RawTokenStream(stream, lowered.prompt_token_ids, logprobs=request.params.logprobs is not None)

@@ -1,0 +1,47 @@
+"""`POST /v1/chat/completions`: OpenAI chat completions over the chat layer (`vllm_server.http.openai`)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from vllm_server.http.openai import (
+    ChatCompletionRequest,
+    ChatOutput,
+    base_request_id,
+    decode_body,
+    event_stream,
+    json_response,
+)
+from vllm_server.request_checks import vllm_wording
+from vllm_server.served_model import resolve_model
+from vllm_server.state import ServerState
+
+
+def router(state: ServerState) -> APIRouter:
+    """The chat completions route."""
+    r = APIRouter()
+
+    @r.post("/v1/chat/completions")
+    async def create_chat_completion(raw: Request) -> Response:
+        """Continue a conversation, streamed as SSE or whole."""
+        state.check_accepting()
+        body = await decode_body(raw, ChatCompletionRequest)
+        chat = state.chat()
+        model = resolve_model(state, body.model)
+        body.check(chat.text.info().max_model_len)
+        request_id = f"chatcmpl-{base_request_id(raw, body.request_id)}"
+        with vllm_wording():
+            stream = await chat.generate(body.chat_request(request_id, model.lora_request))
+        metrics = state.metrics.start(len(stream.prompt.prompt_token_ids))
+        output = ChatOutput(
+            body,
+            stream,
+            request_id=request_id,
+            model=model.name,
+            metrics=metrics,
+        )
+        if body.streaming:
+            return event_stream(output.frames())
+        return json_response(await output.response())
+
+    return r

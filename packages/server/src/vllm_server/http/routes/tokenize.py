@@ -1,0 +1,71 @@
+"""`POST /tokenize` (a prompt or chat messages) and `POST /detokenize`, as vLLM's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from vllm_llm import ChatRequest
+from vllm_server.errors import RequestError
+from vllm_server.http.openai import DetokenizeBody, TokenizeBody, decode_body
+from vllm_server.http.openai.chat_request import check_generation_prompt
+from vllm_server.served_model import resolve_model
+from vllm_server.state import ServerState
+
+
+def router(state: ServerState) -> APIRouter:
+    """Tokenize and detokenize with the served model's tokenizer and chat template."""
+    r = APIRouter()
+
+    @r.post("/tokenize")
+    async def tokenize(raw: Request) -> dict[str, Any]:
+        """Token ids of a prompt, or of chat messages rendered with the chat template."""
+        body = await decode_body(raw, TokenizeBody)
+        text = state.text()
+        resolve_model(state, body.model)
+        if body.messages is not None:
+            check_generation_prompt(body.add_generation_prompt, body.continue_final_message)
+            if body.chat_template is not None:
+                raise RequestError(
+                    "Chat template is passed with request, but --trust-request-chat-template is not set. "
+                    "Refused request with untrusted chat template.",
+                    param="chat_template",
+                )
+            rendered = state.chat().render(
+                ChatRequest(
+                    request_id="tokenize",
+                    messages=body.messages,
+                    add_generation_prompt=body.add_generation_prompt,
+                    continue_final_message=body.continue_final_message,
+                    tools=body.tools,
+                    chat_template_kwargs=body.chat_template_kwargs,
+                    add_special_tokens=bool(body.add_special_tokens),
+                )
+            )
+            tokens = rendered.prompt_token_ids
+        elif body.prompt is not None:
+            add_special = True if body.add_special_tokens is None else body.add_special_tokens
+            tokens = text.encode(body.prompt, add_special_tokens=add_special)
+        else:
+            raise RequestError("either `prompt` or `messages` must be given", param="prompt")
+        return {
+            "count": len(tokens),
+            "max_model_len": text.info().max_model_len,
+            "tokens": tokens,
+            "token_strs": text.tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None,
+        }
+
+    @r.post("/detokenize")
+    async def detokenize(raw: Request) -> dict[str, Any]:
+        """The text of token ids."""
+        body = await decode_body(raw, DetokenizeBody)
+        text = state.text()
+        resolve_model(state, body.model)
+        vocab = text.info().vocab_size
+        bad = [t for t in body.tokens if not 0 <= t < vocab]
+        if bad:
+            raise RequestError(f"token ids {bad[:8]} are out of vocabulary ({vocab})", param="tokens")
+        return {"prompt": text.decode(body.tokens, skip_special_tokens=False)}
+
+    return r

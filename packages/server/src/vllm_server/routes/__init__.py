@@ -1,1 +1,0 @@
-"""Route groups of the HTTP API; `vllm_server.app.build_app` wires them."""

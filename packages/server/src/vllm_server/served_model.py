@@ -1,0 +1,37 @@
+"""Which model a request names: a served name of the base model or a LoRA adapter, else 404 as vLLM."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import NamedTuple
+
+from vllm_llm.wire import LoraRequest
+from vllm_server.errors import RequestError
+from vllm_server.state import ServerState
+
+__all__ = ["ServedModel", "resolve_model"]
+
+
+class ServedModel(NamedTuple):
+    """The name responses report and the adapter to apply (None: the base model)."""
+
+    name: str
+    lora_request: LoraRequest | None
+
+
+def resolve_model(state: ServerState, requested: str | None) -> ServedModel:
+    """The served model `requested` names (None or "": the primary name); `RequestError` 404 if unknown."""
+    names = state.served_model_names
+    if not requested or requested in names:
+        # vLLM reports the primary name whichever alias was asked for.
+        return ServedModel(names[0], None)
+    entry = state.lora_modules.get(requested)
+    if entry is not None:
+        module, lora_int_id = entry
+        lora = LoraRequest(requested, lora_int_id, module.path, module.base_model_name)
+        return ServedModel(requested, lora)
+    raise RequestError(
+        f"The model `{requested}` does not exist. Valid aliases: {', '.join(names)}.",
+        status=HTTPStatus.NOT_FOUND,
+        param="model",
+    )
