@@ -34,20 +34,18 @@ $(STAMP): pyproject.toml uv.lock codegen/pyproject.toml $(wildcard packages/*/py
 	@touch $@
 
 serve: setup
-	$(BIN)/vllm-frontend serve --model "$$($(BIN)/python -m vllm_llm.tiny_model)" --served-model-name tiny \
-	  --dtype float32 --max-model-len 512 --host 127.0.0.1 --port 8000 --grpc-port 50051
+	$(BIN)/vllm-frontend serve --model "$$($(BIN)/python -m vllm_frontend_testing.tiny_model)" \
+	  --served-model-name tiny --dtype float32 --max-model-len 512 --host 127.0.0.1 --port 8000 --grpc-port 50051
 
 # The benchmarks (about 12 min; QUICK=1 for about 3 min), printed side by side with their baselines.
 bench: setup
-	$(BIN)/vllm-frontend bench $(if $(QUICK),--quick --output bench-results/quick.json) $(BENCH_ARGS)
+	$(BIN)/vllm-frontend-bench $(if $(QUICK),--quick --output bench-results/quick.json) $(BENCH_ARGS)
 
 gen: setup
 	$(BIN)/wire-codegen gen
-	$(BIN)/python -m vllm_server.protogen gen
 
 check-gen: setup
 	$(BIN)/wire-codegen gen --check
-	$(BIN)/python -m vllm_server.protogen check
 
 # Against the previous commit; against HEAD while the spec has uncommitted changes.
 compat: setup
@@ -65,7 +63,8 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy codegen/src/wire_codegen packages/llm/src/vllm_llm packages/remote_llm/src/vllm_remote_llm packages/server/src/vllm_server tests
+	$(BIN)/mypy codegen/src/wire_codegen packages/llm/src/vllm_llm packages/remote_llm/src/vllm_remote_llm packages/server/src/vllm_server \
+	  packages/testing/src/vllm_frontend_testing packages/bench/src/vllm_frontend_bench tests
 
 pytest: setup
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import pytest_asyncio
 
-from tests.support.engine import TINY_MAX_MODEL_LEN
+from tests.support.engine import TINY_MAX_MODEL_LEN, tiny_engine_settings
+from tests.support.engine_recorder import EngineRecorder
 from tests.support.mock import tiny_info as support_tiny_info
 from tests.support.servers import RunningServer, start_server
 from tests.support.vllm_oracle import VllmOracle
@@ -26,7 +27,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     """The tiny Llama model with its locally trained tokenizer (built once, cached on disk)."""
-    from vllm_llm.tiny_model import build_tiny_model
+    from vllm_frontend_testing.tiny_model import build_tiny_model
 
     return build_tiny_model()
 
@@ -39,8 +40,16 @@ def vllm_oracle(tiny_model_dir: Path) -> Iterator[VllmOracle]:
     oracle.close()
 
 
+@pytest.fixture(scope="session")
+def engine_recorder(tmp_path_factory: pytest.TempPathFactory) -> EngineRecorder:
+    """What the session engine core receives, recorded in its own process (installed before it starts)."""
+    from tests.support.engine_recorder import install
+
+    return install(tmp_path_factory.mktemp("engine") / "received.jsonl")
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def worker(tiny_model_dir: Path) -> AsyncIterator[RunningServer]:
+async def worker(tiny_model_dir: Path, engine_recorder: EngineRecorder) -> AsyncIterator[RunningServer]:
     """The session's worker: the full server over the one engine core of the session (dev mode, LoRA)."""
     from vllm_server.config import EngineCoreConfig, ServerConfig
     from vllm_server.source import LlmSource
@@ -53,16 +62,7 @@ async def worker(tiny_model_dir: Path) -> AsyncIterator[RunningServer]:
         enable_runtime_lora=True,
         shutdown_grace_period=5,
     )
-    engine = EngineCoreConfig(
-        model=str(tiny_model_dir),
-        dtype="float32",
-        max_model_len=TINY_MAX_MODEL_LEN,
-        enable_lora=True,
-        max_lora_rank=8,
-        max_loras=2,
-        log_stats=True,
-        engine_args={"enable_prompt_embeds": True},
-    )
+    engine = EngineCoreConfig(settings=tiny_engine_settings(tiny_model_dir, served_model_name=None))
     running = await start_server(config, LlmSource.engine_core(engine))
     yield running
     await running.stop()

@@ -12,15 +12,10 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
+from vllm_frontend_bench.placement import engine_cpus, pinned_here, spare_cpus
+from vllm_frontend_testing.processes import ServerProcess
 from vllm_server.affinity import pin
-from vllm_server.bench.processes import (
-    ServerProcess,
-    engine_cpus,
-    pinned_here,
-    spare_cpus,
-)
 
 #: The leader starts a child of two threads (bound to the CPUs in argv[1], or left alone if empty),
 #: waits until the child is bound, prints the child's pid, and waits for stdin to close.
@@ -51,7 +46,9 @@ async def _group(bound: frozenset[int]) -> AsyncIterator[tuple[ServerProcess, in
     assert process.stdout is not None
     try:
         child = int(await asyncio.wait_for(process.stdout.readline(), 30))
-        yield ServerProcess("worker", process, "http://127.0.0.1:1", Path(os.devnull)), child
+        server = ServerProcess("worker", [])
+        server.proc = process  # started here: its stdin holds it, not a serving port
+        yield server, child
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
@@ -81,7 +78,7 @@ async def test_pin_restricts_every_thread_of_a_process() -> None:
         threads = [int(t) for t in os.listdir(f"/proc/{child}/task")]
         assert len(threads) == 2
         assert all(os.sched_getaffinity(t) == cpus for t in threads)
-        assert os.sched_getaffinity(server.process.pid) == os.sched_getaffinity(0)  # untouched
+        assert os.sched_getaffinity(server.pid) == os.sched_getaffinity(0)  # untouched
 
 
 def test_pinned_here_restores_this_process() -> None:

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.mock import tiny_mock
 from tests.support.servers import start_server
-from vllm_server.bench.cli import run_bench
-from vllm_server.bench.codec import run_codec
-from vllm_server.bench.hop import HopPlan, HopScenario, hop_result, measure_hop
-from vllm_server.bench.http_e2e import HttpPlan, http_result
-from vllm_server.bench.loadgen import Load, LoadStats, run_load
-from vllm_server.bench.report import BenchResult, Row, format_result, load_previous, write_results
-from vllm_server.bench.router import router_result
-from vllm_server.bench.slow_reader import SlowReaderPlan, run_slow_reader
-from vllm_server.bench.stats import Summary, percentile
-from vllm_server.cli import _parser
+from vllm_frontend_bench.codec import run_codec
+from vllm_frontend_bench.hop import HopPlan, HopScenario, hop_result, measure_hop
+from vllm_frontend_bench.http_e2e import HttpPlan, http_result
+from vllm_frontend_bench.loadgen import Load, LoadStats, run_load
+from vllm_frontend_bench.report import BenchResult, Row, format_result, load_previous, write_results
+from vllm_frontend_bench.router import router_result
+from vllm_frontend_bench.slow_reader import SlowReaderPlan, run_slow_reader
+from vllm_frontend_bench.stats import Summary, percentile
 from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource
 
@@ -95,14 +95,21 @@ def test_results_file_keeps_the_previous_run(tmp_path: Path) -> None:
     assert "0.75x" in table
 
 
-def test_bench_cli_quick_codec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_bench_command_quick_codec(tmp_path: Path) -> None:
     out = tmp_path / "r" / "latest.json"
-    args = _parser().parse_args(["bench", "--only", "B2", "--quick", "--repeats", "1", "--output", str(out)])
-    assert run_bench(args) == 0
-    printed = capsys.readouterr().out
+    flags = ["--only", "B2", "--quick", "--repeats", "1", "--output", str(out)]
+    # The console script `make bench` runs, from the bench's own distribution.
+    process = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("vllm-frontend-bench")), *flags, stdout=asyncio.subprocess.PIPE
+    )
+    stdout, _ = await asyncio.wait_for(process.communicate(), 300)
+    printed = stdout.decode()
+    assert process.returncode == 0, printed
     assert "B2 codec" in printed
     assert "--quick: smoke sizes" in printed  # a smoke run does not pass for a judgement of the targets
-    assert set(json.loads(out.read_text())["benchmarks"]) == {"B2"}
+    results = json.loads(out.read_text())
+    assert set(results["benchmarks"]) == {"B2"}
+    assert results["command"].split()[:3] == ["vllm-frontend-bench", "--only", "B2"]
 
 
 async def test_slow_reader_bench_runs() -> None:

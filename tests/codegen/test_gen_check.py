@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from tests.support.codegen_cli import ROOT, Cli
 from wire_codegen.loader import load_spec
-from wire_codegen.render import render
-
-
-def _copy_tree(tmp: Path) -> list[str]:
-    spec = load_spec(ROOT / "spec" / "llm.yaml", display_path="spec/llm.yaml")
-    paths = [o.path for o in render(spec, spec_name="spec/llm.yaml", root=ROOT)]
-    for rel in ["spec/llm.yaml", "pyproject.toml", *paths]:
-        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / rel, tmp / rel)
-    return paths
+from wire_codegen.render import Output, render
 
 
 def test_committed_generated_files_are_fresh(cli: Cli) -> None:
@@ -24,23 +14,48 @@ def test_committed_generated_files_are_fresh(cli: Cli) -> None:
     assert result.code == 0, result.out
 
 
-def test_hand_edit_makes_check_fail_with_a_diff(cli: Cli, tmp_path: Path) -> None:
-    paths = _copy_tree(tmp_path)
-    spec = str(tmp_path / "spec" / "llm.yaml")
-    assert cli("gen", "--check", "--root", str(tmp_path), "--spec", spec).code == 0
-    edited = tmp_path / "packages/llm/src/vllm_llm/wire/_structs.py"
+def test_gen_writes_the_wire_files_the_stub_and_the_protobuf_modules(generated: list[Output]) -> None:
+    assert [o.path for o in generated] == [
+        "packages/llm/src/vllm_llm/wire/_structs.py",
+        "packages/llm/src/vllm_llm/wire/_methods.py",
+        "packages/llm/src/vllm_llm/wire/__init__.py",
+        "packages/remote_llm/src/vllm_remote_llm/stub.py",
+        "packages/llm/src/vllm_llm/wire/compat_rules.json",
+        "docs/wire.md",
+        "packages/server/src/vllm_server/grpc/proto/__init__.py",
+        "packages/server/src/vllm_server/grpc/proto/control_pb2.py",
+        "packages/server/src/vllm_server/grpc/proto/control_pb2.pyi",
+        "packages/server/src/vllm_server/grpc/proto/control_pb2_grpc.py",
+        "packages/server/src/vllm_server/grpc/proto/inference_pb2.py",
+        "packages/server/src/vllm_server/grpc/proto/inference_pb2.pyi",
+        "packages/server/src/vllm_server/grpc/proto/inference_pb2_grpc.py",
+    ]
+
+
+def test_stub_holds_only_the_client_stub(generated: list[Output]) -> None:
+    stub = next(o.content for o in generated if o.path.endswith("vllm_remote_llm/stub.py"))
+    assert '__all__ = ["LlmStub"]' in stub
+    # The server registers from vllm_llm.wire.METHODS: nothing server-side is generated here.
+    for unused in ("Servicer", "method_handlers", "add_llm_servicer", "rpc_method_handler"):
+        assert unused not in stub, unused
+
+
+def test_hand_edit_makes_check_fail_with_a_diff(cli: Cli, tree: Path, generated: list[Output]) -> None:
+    spec = str(tree / "spec" / "llm.yaml")
+    assert cli("gen", "--check", "--root", str(tree), "--spec", spec).code == 0
+    edited = tree / "packages/llm/src/vllm_llm/wire/_structs.py"
     edited.write_text(edited.read_text().replace("STOP = 0", "STOP = 9"))
-    result = cli("gen", "--check", "--root", str(tmp_path), "--spec", spec)
+    result = cli("gen", "--check", "--root", str(tree), "--spec", spec)
     assert result.code == 1
     assert "--- a/packages/llm/src/vllm_llm/wire/_structs.py" in result.out
     assert "-    STOP = 9" in result.out
     assert "+    STOP = 0" in result.out
     assert "make gen" in result.err
     # `gen` repairs it, and a second run writes nothing.
-    assert cli("gen", "--root", str(tmp_path), "--spec", spec).code == 0
-    again = cli("gen", "--root", str(tmp_path), "--spec", spec)
+    assert cli("gen", "--root", str(tree), "--spec", spec).code == 0
+    again = cli("gen", "--root", str(tree), "--spec", spec)
     assert again.out == ""
-    assert all((tmp_path / p).read_text() == (ROOT / p).read_text() for p in paths)
+    assert all((tree / o.path).read_text() == (ROOT / o.path).read_text() for o in generated)
 
 
 def test_generated_files_carry_the_header() -> None:

@@ -15,7 +15,7 @@ from tests.support.certs import Pki, make_pki
 from tests.support.mock import tiny_mock
 from tests.support.servers import RunningServer, start_server
 from vllm_llm.wire import InfoRequest
-from vllm_remote_llm._grpc_wire import LlmStub
+from vllm_remote_llm import LlmStub
 from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource
 

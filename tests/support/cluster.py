@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.support.mock import tiny_mock
 from tests.support.servers import RunningServer, start_server
+from tests.support.timing import PATIENCE
 from vllm_llm import MockLlm
 from vllm_remote_llm import RemoteLlm
 from vllm_server.config import ServerConfig
@@ -28,13 +29,15 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def open_cluster(model_dir: Path) -> AsyncIterator[Cluster]:
-    """A worker server over a fresh MockLlm and a router server over a RemoteLlm to it (deadline 5 s)."""
+    """A worker server over a fresh MockLlm and a router server over a RemoteLlm to it (deadline PATIENCE)."""
     mock = tiny_mock(model_dir, step_interval=0.002)
     worker = await start_server(
         ServerConfig(port=0, grpc_port=0, max_request_body_bytes=1 << 20, max_grpc_message_bytes=1 << 20),
         LlmSource.provided(mock),
     )
-    remote = await RemoteLlm.connect(worker.grpc_target, timeout=5, connect_timeout=10)
+    # The deadline only turns a hang into a failure: 200 streams at once on a loaded machine took > 5 s
+    # to be accepted by this (same-process) worker.
+    remote = await RemoteLlm.connect(worker.grpc_target, timeout=PATIENCE, connect_timeout=10)
     router = await start_server(
         ServerConfig(port=0, grpc_port=None, tokenizer=str(model_dir), max_request_body_bytes=1 << 20),
         LlmSource.provided(remote),

@@ -14,7 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from vllm_llm import Llm
 from vllm_llm.wire import GenerateRequest, SamplingParams
-from vllm_remote_llm._grpc_wire import LlmStub
+from vllm_remote_llm import LlmStub
 from vllm_server.grpc.listener import GrpcFrontend
 
 

@@ -1,6 +1,8 @@
-"""`wire-codegen`: generate from the spec (`gen`, `gen --check`) and lint changes (`compat`).
+"""`wire-codegen`: generate from spec/ (`gen`, `gen --check`) and lint changes (`compat`).
 
-Exit codes: 0 fine, 1 stale generated files (`gen --check`), 2 usage or spec error,
+`gen` writes every generated file: from spec/llm.yaml the wire package, the client stub, the compat
+rules and docs/wire.md; from spec/proto/ the public gRPC API's protobuf modules.
+Exit codes: 0 fine, 1 stale generated files (`gen --check`), 2 usage, spec or protoc error,
 100 breaking changes (`compat`).
 """
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from wire_codegen.compat import Finding, is_breaking, lint
 from wire_codegen.loader import SpecError, load_spec, load_spec_text
 from wire_codegen.model import Spec
+from wire_codegen.protos import ProtocError, orphans, render_protos
 from wire_codegen.render import render
 
 EXIT_OK = 0
@@ -38,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except UsageError as exc:
+    except (UsageError, ProtocError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -75,30 +78,42 @@ def _cmd_gen(args: argparse.Namespace) -> int:
     root = Path(args.root).resolve()
     spec_path = Path(args.spec)
     spec = load_spec(spec_path, display_path=_display(spec_path, root))
-    outputs = render(spec, spec_name=_display(spec_path, root), root=root)
+    outputs = [*render(spec, spec_name=_display(spec_path, root), root=root), *render_protos(root)]
+    # path -> content, None for a generated module whose .proto is gone: stale too, `gen` removes it.
+    targets: list[tuple[str, str | None]] = [(o.path, o.content) for o in outputs]
+    targets += [(path, None) for path in orphans(root, outputs)]
     stale = 0
-    for out in outputs:
-        target = root / out.path
+    for path, content in targets:
+        target = root / path
         current = target.read_text(encoding="utf-8") if target.exists() else None
-        if current == out.content:
+        if current == content:
             continue
         if args.check:
             stale += 1
-            diff = difflib.unified_diff(
-                (current or "").splitlines(keepends=True),
-                out.content.splitlines(keepends=True),
-                fromfile=f"a/{out.path}",
-                tofile=f"b/{out.path} (generated)",
-            )
-            sys.stdout.writelines(diff)
+            sys.stdout.writelines(_diff(path, current, content))
+        elif content is None:
+            target.unlink()
+            print(f"removed {path}")
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(out.content, encoding="utf-8")
-            print(f"wrote {out.path}")
+            target.write_text(content, encoding="utf-8")
+            print(f"wrote {path}")
     if stale:
         print(f"\n{stale} generated file(s) are stale: run `make gen`", file=sys.stderr)
         return EXIT_STALE
     return EXIT_OK
+
+
+def _diff(path: str, current: str | None, content: str | None) -> list[str]:
+    """The unified diff from the file on disk to what `gen` would leave (nothing: /dev/null)."""
+    return list(
+        difflib.unified_diff(
+            (current or "").splitlines(keepends=True),
+            (content or "").splitlines(keepends=True),
+            fromfile=f"a/{path}",
+            tofile=f"b/{path} (generated)" if content is not None else "/dev/null",
+        )
+    )
 
 
 def _display(path: Path, root: Path) -> str:

@@ -1,4 +1,4 @@
-"""The generator: render a spec into the wire package, the gRPC glue, the compat table and docs."""
+"""The generator: render a spec into the wire package, the client stub, the compat table and docs."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ STRUCTS_PATH = f"{WIRE_DIR}/_structs.py"
 METHODS_PATH = f"{WIRE_DIR}/_methods.py"
 INIT_PATH = f"{WIRE_DIR}/__init__.py"
 TABLE_PATH = f"{WIRE_DIR}/compat_rules.json"
-GRPC_PATH = "packages/remote_llm/src/vllm_remote_llm/_grpc_wire.py"
+STUB_PATH = "packages/remote_llm/src/vllm_remote_llm/stub.py"
 DOCS_PATH = "docs/wire.md"
 
 _GLUE_EXPORTS = ("MethodSpec", "TENSOR_EXT_CODE", "Tensor", "decode", "decoder", "encode")
@@ -127,7 +127,7 @@ def render(spec: Spec, *, spec_name: str, root: Path) -> list[Output]:
         STRUCTS_PATH: "structs.py.j2",
         METHODS_PATH: "methods.py.j2",
         INIT_PATH: "wire_init.py.j2",
-        GRPC_PATH: "grpc_wire.py.j2",
+        STUB_PATH: "stub.py.j2",
     }
     outputs = [
         Output(path, _ruff(env.get_template(tpl).render(ctx), path, root)) for path, tpl in python.items()

@@ -1,6 +1,7 @@
 """The Llm boundary: the `Llm` interface, errors, `Watch`, MockLlm, EngineCoreLlm, text and chat layers."""
 
 from vllm_llm._channel import OutputChannel, merge_outputs
+from vllm_llm._engine_settings import EngineCoreSettings
 from vllm_llm._errors import (
     EngineDead,
     InvalidRequest,
@@ -26,7 +27,7 @@ from vllm_llm.chat import (
     TextPart,
     ToolCall,
 )
-from vllm_llm.engine_core import EngineCoreLlm, EngineCoreSettings
+from vllm_llm.engine_core import EngineCoreLlm
 from vllm_llm.mock import MockLlm
 from vllm_llm.text import (
     LogprobCandidate,

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from vllm_llm._engine_settings import EngineCoreSettings
 from vllm_llm.wire import WIRE_REVISION, GenerationDefaults, LlmInfo, ModelDtype
-
-if TYPE_CHECKING:
-    from vllm_llm.engine_core import EngineCoreSettings
 
 
 def llm_info(settings: EngineCoreSettings, vllm_config: Any, tokenizer: Any) -> LlmInfo:

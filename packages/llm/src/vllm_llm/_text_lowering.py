@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from vllm_llm._errors import InvalidRequest, PromptTooLong
+from vllm_llm._text_request import TextRequest, TextSamplingParams
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.wire import GenerateRequest, GenerationDefaults, LlmInfo, SamplingParams
-
-if TYPE_CHECKING:
-    from vllm_llm.text import TextRequest, TextSamplingParams
 
 __all__ = ["MAX_LOGPROBS", "Lowered", "child_request_id", "lower_request"]
 

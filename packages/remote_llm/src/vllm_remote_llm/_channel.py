@@ -12,11 +12,10 @@ is open, because the channel also sets `grpc.http2.ping_timeout_ms` to the keepa
 it, keepalive alone did not fire: gRPC core's keepalive ping piggybacks on a ping already in flight
 (the BDP ping that flow control sends while data streams in), and the ack watchdog on a ping is
 `grpc.http2.ping_timeout_ms`, which defaults to 1 minute; `keepalive_timeout_ms` arms its own watchdog
-only in a corner case. Measured against a SIGSTOPped mock worker with a stream open: keepalive 30 s +
-10 s alone, no failure after 60 s; keepalive 2 s + 1 s alone, none after 22 s; with the ping timeout
-set to the keepalive timeout, UNAVAILABLE `Stream removed (ping timeout)` after 10.1 s and 1.0 s
-respectively. The bound is the keepalive timeout when a ping is in flight at the stall (usual on a
-busy stream), at most keepalive time + timeout otherwise.
+only in a corner case. Against a SIGSTOPped worker with a stream open, keepalive alone never failed the
+connection; with the ping timeout set it fails with UNAVAILABLE `Stream removed (ping timeout)` (the
+timings are in docs/reliability.md). The bound is the keepalive timeout when a ping is in flight at the
+stall (usual on a busy stream), at most keepalive time + timeout otherwise.
 """
 
 from __future__ import annotations

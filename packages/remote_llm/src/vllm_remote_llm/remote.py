@@ -53,8 +53,8 @@ from vllm_llm.wire import (
 from vllm_remote_llm._call import CallOutputs, output_deserializer
 from vllm_remote_llm._channel import Keepalive, RemoteTls, open_channel
 from vllm_remote_llm._errors import WireRevisionMismatch, translate_errors
-from vllm_remote_llm._grpc_wire import LlmStub
 from vllm_remote_llm._readiness import ReadinessWatch
+from vllm_remote_llm.stub import LlmStub
 
 DEFAULT_KEEPALIVE = Keepalive()
 

@@ -3,11 +3,9 @@
 vLLM's CPU backend binds each worker's OpenMP threads (the forward pass) to a set of CPUs and reserves
 the rest of the machine "for the scheduler process" and everything else, but nothing keeps the other
 processes off the bound CPUs: the kernel moves the frontend there whenever the reserved CPUs look busy,
-and there it preempts the forward pass. Measured on the 2-core bench machine (`vllm-frontend serve
---model`, tiny model, c=128, 1024 requests of 64 tokens, the load generator on the spare core, six runs
-each; docs/performance.md): the frontend left to the kernel 4,282-6,033 tok/s (median 5,365), the
-forward pass getting 0.74-0.99 of its core; the frontend kept off the engine's core 6,117-6,455 tok/s
-(median 6,285), the forward pass 0.98-0.99.
+and there it preempts the forward pass. Kept off the engine's core, the frontend lets the forward pass
+have all of it, and a worker's throughput rises and steadies (figures in docs/performance.md, "The
+server process").
 
 `keep_off_engine_cpus` moves every thread of this process to the CPUs of its affinity that no process
 below it bound itself to. It changes nothing when the engine bound nothing (GPU workers without vLLM's

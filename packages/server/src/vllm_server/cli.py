@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vllm_llm import EngineCoreSettings
 from vllm_server import runtime
-from vllm_server.bench.cli import add_bench_parser
 from vllm_server.config import EngineCoreConfig, FrontendConfig, LoraModule, ServerConfig
 
 
@@ -125,7 +125,6 @@ def _parser() -> argparse.ArgumentParser:
     remote.add_argument("--remote-keyfile", type=Path)
     remote.add_argument("--remote-api-key", default=None)
     serve.set_defaults(func=_serve)
-    add_bench_parser(sub)
     return parser
 
 
@@ -153,8 +152,15 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
     """The FrontendConfig of parsed `serve` arguments."""
     tokenizer = args.tokenizer
     if args.mock and tokenizer is None:
-        from vllm_llm.tiny_model import build_tiny_model
-
+        try:  # the tiny model is test support, which a server install does not carry
+            from vllm_frontend_testing.tiny_model import build_tiny_model
+        except ModuleNotFoundError as exc:
+            if exc.name != "vllm_frontend_testing":
+                raise
+            raise SystemExit(
+                "--mock without --tokenizer serves the tiny model's tokenizer, from vllm-frontend-testing,"
+                " which is not installed: pass --tokenizer DIR"
+            ) from None
         tokenizer = str(build_tiny_model())
     server = ServerConfig(
         freeze_gc_heap=True,  # this process is the server's own
@@ -180,7 +186,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
     )
     if args.model is None:
         return FrontendConfig(server=server)
-    engine = EngineCoreConfig(
+    settings = EngineCoreSettings(
         model=args.model,
         tokenizer=args.tokenizer,
         dtype=args.dtype,
@@ -194,13 +200,16 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         enable_lora=args.enable_lora or args.enable_runtime_lora,
         max_loras=args.max_loras,
         max_lora_rank=args.max_lora_rank,
-        lora_modules=tuple(_lora_module(m) for m in args.lora_modules),
         enable_sleep_mode=args.enable_sleep_mode,
         structured_outputs_backend=args.structured_outputs_backend,
         log_stats=not args.disable_log_stats,
         randomize_request_ids=not _env_flag("VLLM_DISABLE_REQUEST_ID_RANDOMIZATION"),
-        profiler_dir=args.profiler_dir,
         stream_interval=args.stream_interval,
+    )
+    engine = EngineCoreConfig(
+        settings=settings,
+        lora_modules=tuple(_lora_module(m) for m in args.lora_modules),
+        profiler_dir=args.profiler_dir,
     )
     return FrontendConfig(server=server, engine_core=engine)
 

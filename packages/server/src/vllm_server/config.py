@@ -1,13 +1,15 @@
 """Server configuration: `ServerConfig` (listeners, TLS, auth, CORS, modes) and `EngineCoreConfig`.
 
-Both have defaults, so embedding the server takes no more than the fields that differ. The CLI builds
-them as one `FrontendConfig`; `/server_info` reports them as one flat mapping.
+`ServerConfig` has defaults, so embedding the server takes no more than the fields that differ.
+`EngineCoreConfig` holds EngineCoreLlm's own `EngineCoreSettings` and adds only what the server does
+around them (start-up LoRA adapters, the profiler). The CLI builds both as one `FrontendConfig`;
+`/server_info` reports them as one flat mapping.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -75,62 +77,36 @@ class LoraModule:
 
 @dataclass(frozen=True, kw_only=True)
 class EngineCoreConfig:
-    """The vLLM engine core to start (for a worker)."""
+    """The vLLM engine core a worker starts: EngineCoreLlm's settings plus what the server adds."""
 
-    model: str
-    tokenizer: str | None = None
-    dtype: str = "auto"
-    max_model_len: int | None = None
-    data_parallel_size: int = 1
-    seed: int = 0
-    enforce_eager: bool = True
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    enable_prefix_caching: bool | None = None
-    enable_lora: bool = False
-    max_loras: int = 1
-    max_lora_rank: int = 16
+    #: The engine's settings. The served model name comes from ServerConfig when it names one, and
+    #: LoRA is enabled for as many adapters as `lora_modules` serves (see `engine_settings`).
+    settings: EngineCoreSettings
+    #: LoRA adapters loaded at start-up and served under their own model names.
     lora_modules: tuple[LoraModule, ...] = ()
-    enable_sleep_mode: bool = False
-    structured_outputs_backend: str = "auto"
-    #: Engine stats for /metrics (running and waiting requests, KV-cache usage).
-    log_stats: bool = True
-    randomize_request_ids: bool = True
     #: Torch profiler output directory; enables /start_profile and /stop_profile in dev mode.
     profiler_dir: str | None = None
-    #: Send a request's outputs every this many new tokens (vLLM's `--stream-interval`).
-    stream_interval: int = 1
-    engine_args: dict[str, Any] = field(default_factory=dict)
 
-    def settings(self, served_model_name: str | None) -> EngineCoreSettings:
-        """The EngineCoreLlm settings of this engine."""
-        engine_args = dict(self.engine_args)
+    def engine_settings(self, served_model_name: str | None) -> EngineCoreSettings:
+        """The EngineCoreLlm settings of this engine, serving `served_model_name` (ServerConfig's)."""
+        engine_args = dict(self.settings.engine_args)
         if self.profiler_dir is not None:
             engine_args.setdefault(
                 "profiler_config", {"profiler": "torch", "torch_profiler_dir": self.profiler_dir}
             )
-        return EngineCoreSettings(
-            model=self.model,
-            tokenizer=self.tokenizer,
-            served_model_name=served_model_name,
-            dtype=self.dtype,
-            max_model_len=self.max_model_len,
-            data_parallel_size=self.data_parallel_size,
-            seed=self.seed,
-            enforce_eager=self.enforce_eager,
-            max_num_seqs=self.max_num_seqs,
-            max_num_batched_tokens=self.max_num_batched_tokens,
-            enable_prefix_caching=self.enable_prefix_caching,
-            enable_lora=self.enable_lora or bool(self.lora_modules),
-            max_loras=max(self.max_loras, len(self.lora_modules)),
-            max_lora_rank=self.max_lora_rank,
-            enable_sleep_mode=self.enable_sleep_mode,
-            structured_outputs_backend=self.structured_outputs_backend,
-            log_stats=self.log_stats,
-            randomize_request_ids=self.randomize_request_ids,
-            stream_interval=self.stream_interval,
+        return dataclasses.replace(
+            self.settings,
+            served_model_name=served_model_name or self.settings.served_model_name,
+            enable_lora=self.settings.enable_lora or bool(self.lora_modules),
+            max_loras=max(self.settings.max_loras, len(self.lora_modules)),
             engine_args=engine_args,
         )
+
+    def flat(self) -> dict[str, Any]:
+        """The settings as given plus the server's additions (the served name is ServerConfig's)."""
+        out = {f.name: getattr(self.settings, f.name) for f in dataclasses.fields(self.settings)}
+        del out["served_model_name"]
+        return out | {"lora_modules": self.lora_modules, "profiler_dir": self.profiler_dir}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,16 +118,12 @@ class FrontendConfig:
 
     def flat(self) -> dict[str, Any]:
         """One flat mapping of every setting (for /server_info); secrets redacted."""
-        out: dict[str, Any] = {}
-        for part in (self.server, self.engine_core):
-            if part is None:
-                continue
-            for f in dataclasses.fields(part):
-                value = getattr(part, f.name)
-                if f.name == "api_key" and value is not None:
-                    value = "<redacted>"
-                out[f.name] = _jsonable(value)
-        return out
+        out: dict[str, Any] = {f.name: getattr(self.server, f.name) for f in dataclasses.fields(self.server)}
+        if out["api_key"] is not None:
+            out["api_key"] = "<redacted>"
+        if self.engine_core is not None:
+            out |= self.engine_core.flat()  # a shared key (tokenizer) reports the engine's, as it always has
+        return {name: _jsonable(value) for name, value in out.items()}
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,7 +1,16 @@
-"""The one mapper from errors to HTTP statuses and gRPC codes, and OpenAI-style error bodies.
+"""Errors that own their status: one table maps each error class to its HTTP status, gRPC code and
+OpenAI error type, found through the exception's MRO. Nobody picks a status or a code at a raise site.
 
-Handlers raise domain errors (`vllm_llm` errors, `RequestError` for bad HTTP input); nobody picks a
-status code at a raise site.
+The server's own request errors (the `vllm_llm` errors stay in `vllm_llm`; the same table maps them):
+
+RequestError(message, param)         a bad request the server itself detects
+├── BadRequest                       malformed body, bad parameter              400  INVALID_ARGUMENT
+├── Unauthenticated                  no or a wrong API key                      401  UNAUTHENTICATED
+├── NotFound                         unknown model, adapter or route            404  NOT_FOUND
+├── MethodNotAllowed                 a known route asked with another method    405  INVALID_ARGUMENT
+├── PayloadTooLarge                  a body over the limit                      413  RESOURCE_EXHAUSTED
+└── OtherHttpStatus(status, message) an HTTPException of Starlette, FastAPI or an extension route with
+                                     a status no class above has: the status passes through
 """
 
 from __future__ import annotations
@@ -12,24 +21,129 @@ from http import HTTPStatus
 import grpc
 
 from vllm_llm import (
+    EngineDead,
     InvalidRequest,
     LlmError,
+    Remote,
     RemoteInvalidRequest,
     Unavailable,
     Unsupported,
 )
 
+__all__ = [
+    "ERROR_TABLE",
+    "BadRequest",
+    "ErrorMapping",
+    "ErrorRow",
+    "MethodNotAllowed",
+    "NotFound",
+    "OtherHttpStatus",
+    "PayloadTooLarge",
+    "RequestError",
+    "Unauthenticated",
+    "error_body",
+    "error_row",
+    "http_exception_error",
+    "map_error",
+    "probe_status",
+]
+
 
 class RequestError(Exception):
-    """A bad HTTP request detected by the server itself (malformed body, unknown model, ...)."""
+    """Base of the bad requests the server itself detects (malformed body, unknown model, ...)."""
 
-    def __init__(
-        self, message: str, *, status: HTTPStatus = HTTPStatus.BAD_REQUEST, param: str | None = None
-    ) -> None:
+    def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.status = status
         self.param = param
+
+
+class BadRequest(RequestError):
+    """A malformed body or a bad parameter; `param` names it when there is one."""
+
+
+class Unauthenticated(RequestError):
+    """The request carries no API key, or a wrong one."""
+
+
+class NotFound(RequestError):
+    """An unknown model, adapter or route."""
+
+
+class MethodNotAllowed(RequestError):
+    """A known route asked with a method it does not serve."""
+
+
+class PayloadTooLarge(RequestError):
+    """The request body is over the server's limit."""
+
+
+class OtherHttpStatus(RequestError):
+    """An HTTPException (Starlette, FastAPI, an extension route) whose status no other class has."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRow:
+    """How one error class is reported: HTTP status, gRPC code, OpenAI error type.
+
+    `http_status` None: the exception's own status (`OtherHttpStatus`), and then `type` None: by the
+    status's class. `message` None: the exception's own message; a text: that text instead (unexpected
+    errors never show theirs).
+    """
+
+    http_status: HTTPStatus | None
+    grpc_code: grpc.StatusCode
+    type: str | None
+    message: str | None = None
+
+
+_BAD_REQUEST = ErrorRow(HTTPStatus.BAD_REQUEST, grpc.StatusCode.INVALID_ARGUMENT, "BadRequestError")
+_INTERNAL = ErrorRow(HTTPStatus.INTERNAL_SERVER_ERROR, grpc.StatusCode.INTERNAL, "InternalServerError")
+
+#: Each error class and how it is reported; a class without a row takes its nearest base's (MRO).
+ERROR_TABLE: dict[type[BaseException], ErrorRow] = {
+    # The server's own request errors.
+    RequestError: _BAD_REQUEST,
+    BadRequest: _BAD_REQUEST,
+    Unauthenticated: ErrorRow(
+        HTTPStatus.UNAUTHORIZED, grpc.StatusCode.UNAUTHENTICATED, "AuthenticationError"
+    ),
+    NotFound: ErrorRow(HTTPStatus.NOT_FOUND, grpc.StatusCode.NOT_FOUND, "NotFoundError"),
+    MethodNotAllowed: ErrorRow(
+        HTTPStatus.METHOD_NOT_ALLOWED, grpc.StatusCode.INVALID_ARGUMENT, "BadRequestError"
+    ),
+    PayloadTooLarge: ErrorRow(
+        HTTPStatus.REQUEST_ENTITY_TOO_LARGE, grpc.StatusCode.RESOURCE_EXHAUSTED, "BadRequestError"
+    ),
+    OtherHttpStatus: ErrorRow(None, grpc.StatusCode.INVALID_ARGUMENT, None),
+    # The Llm layer's errors (PromptTooLong takes InvalidRequest's row).
+    InvalidRequest: _BAD_REQUEST,
+    RemoteInvalidRequest: _BAD_REQUEST,
+    # UNIMPLEMENTED on gRPC (not INVALID_ARGUMENT), so it round-trips through RemoteLlm as Unsupported.
+    Unsupported: ErrorRow(HTTPStatus.BAD_REQUEST, grpc.StatusCode.UNIMPLEMENTED, "BadRequestError"),
+    Unavailable: ErrorRow(
+        HTTPStatus.SERVICE_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE, "ServiceUnavailableError"
+    ),
+    EngineDead: _INTERNAL,
+    Remote: _INTERNAL,
+    LlmError: _INTERNAL,
+    # Anything else is a bug: 500 / INTERNAL, and its text (maybe a secret, a path) stays in the log.
+    BaseException: ErrorRow(
+        HTTPStatus.INTERNAL_SERVER_ERROR,
+        grpc.StatusCode.INTERNAL,
+        "InternalServerError",
+        "internal server error",
+    ),
+}
+
+
+def error_row(cls: type[BaseException]) -> ErrorRow:
+    """The row of `cls`: its own, else that of its nearest base in the MRO."""
+    return next(ERROR_TABLE[c] for c in cls.__mro__ if c in ERROR_TABLE)
 
 
 @dataclass(frozen=True)
@@ -42,51 +156,25 @@ class ErrorMapping:
     message: str
     param: str | None = None
 
+    @property
+    def server_fault(self) -> bool:
+        """Whether the server, not the request, is at fault (5xx): worth a log line."""
+        return self.http_status >= HTTPStatus.INTERNAL_SERVER_ERROR
+
 
 def map_error(exc: BaseException) -> ErrorMapping:
-    """The HTTP status, gRPC code and OpenAI error type of `exc` (the rest is 500 / INTERNAL)."""
-    if isinstance(exc, RequestError):
-        return ErrorMapping(
-            exc.status,
-            _GRPC_OF_HTTP.get(exc.status, grpc.StatusCode.INVALID_ARGUMENT),
-            _type_of(exc.status),
-            exc.message,
-            exc.param,
-        )
-    if isinstance(exc, InvalidRequest):
-        return ErrorMapping(
-            HTTPStatus.BAD_REQUEST,
-            grpc.StatusCode.INVALID_ARGUMENT,
-            "BadRequestError",
-            exc.message,
-            exc.param,
-        )
-    if isinstance(exc, RemoteInvalidRequest):
-        return ErrorMapping(
-            HTTPStatus.BAD_REQUEST, grpc.StatusCode.INVALID_ARGUMENT, "BadRequestError", exc.message
-        )
-    if isinstance(exc, Unsupported):
-        # UNIMPLEMENTED on gRPC (not INVALID_ARGUMENT), so it round-trips through RemoteLlm as Unsupported.
-        return ErrorMapping(
-            HTTPStatus.BAD_REQUEST, grpc.StatusCode.UNIMPLEMENTED, "BadRequestError", exc.message
-        )
-    if isinstance(exc, Unavailable):
-        return ErrorMapping(
-            HTTPStatus.SERVICE_UNAVAILABLE,
-            grpc.StatusCode.UNAVAILABLE,
-            "ServiceUnavailableError",
-            exc.message,
-        )
-    if isinstance(exc, LlmError):  # EngineDead, Remote and any other Llm failure
-        return ErrorMapping(
-            HTTPStatus.INTERNAL_SERVER_ERROR, grpc.StatusCode.INTERNAL, "InternalServerError", exc.message
-        )
-    return ErrorMapping(
-        HTTPStatus.INTERNAL_SERVER_ERROR,
-        grpc.StatusCode.INTERNAL,
-        "InternalServerError",
-        "internal server error",
-    )
+    """The HTTP status, gRPC code, OpenAI error type, message and param of `exc`, by its class's row."""
+    row = error_row(type(exc))
+    status = row.http_status
+    type_ = row.type
+    if status is None:  # OtherHttpStatus: the status its raiser chose passes through
+        assert isinstance(exc, OtherHttpStatus)
+        status = HTTPStatus(exc.status)
+        type_ = "InternalServerError" if status >= HTTPStatus.INTERNAL_SERVER_ERROR else "BadRequestError"
+    assert type_ is not None
+    message = row.message if row.message is not None else getattr(exc, "message", str(exc))
+    param = exc.param if isinstance(exc, RequestError | InvalidRequest) else None
+    return ErrorMapping(status, row.grpc_code, type_, message, param)
 
 
 def error_body(mapping: ErrorMapping) -> dict[str, object]:
@@ -101,21 +189,27 @@ def error_body(mapping: ErrorMapping) -> dict[str, object]:
     }
 
 
-_GRPC_OF_HTTP: dict[HTTPStatus, grpc.StatusCode] = {
-    HTTPStatus.BAD_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
-    HTTPStatus.UNAUTHORIZED: grpc.StatusCode.UNAUTHENTICATED,
-    HTTPStatus.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    HTTPStatus.SERVICE_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+#: The error that reports an HTTPException of each status (Starlette's 404 and 405, FastAPI's 400, ...).
+_OF_HTTP_STATUS: dict[int, type[RequestError] | type[LlmError]] = {
+    HTTPStatus.BAD_REQUEST: BadRequest,
+    HTTPStatus.UNAUTHORIZED: Unauthenticated,
+    HTTPStatus.NOT_FOUND: NotFound,
+    HTTPStatus.METHOD_NOT_ALLOWED: MethodNotAllowed,
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: PayloadTooLarge,
+    HTTPStatus.SERVICE_UNAVAILABLE: Unavailable,
 }
 
 
-def _type_of(status: HTTPStatus) -> str:
-    return {
-        HTTPStatus.BAD_REQUEST: "BadRequestError",
-        HTTPStatus.UNAUTHORIZED: "AuthenticationError",
-        HTTPStatus.NOT_FOUND: "NotFoundError",
-        HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "BadRequestError",
-        HTTPStatus.UNPROCESSABLE_ENTITY: "BadRequestError",
-        HTTPStatus.SERVICE_UNAVAILABLE: "ServiceUnavailableError",
-    }.get(status, "InternalServerError" if status >= 500 else "BadRequestError")
+def http_exception_error(status_code: int, detail: str) -> Exception:
+    """The error class that reports an HTTPException with `status_code` (another status passes through)."""
+    cls = _OF_HTTP_STATUS.get(status_code)
+    return OtherHttpStatus(status_code, detail) if cls is None else cls(detail)
+
+
+_PROBE_UP = int(HTTPStatus.OK)
+_PROBE_DOWN = int(HTTPStatus.SERVICE_UNAVAILABLE)
+
+
+def probe_status(up: bool) -> int:
+    """The HTTP status of a probe (`/health`, `/ready`): 200 while `up`, else 503."""
+    return _PROBE_UP if up else _PROBE_DOWN

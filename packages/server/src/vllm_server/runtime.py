@@ -2,16 +2,15 @@
 
 - The event loop (`--event-loop`): uvloop when installed, else asyncio's own. uvloop costs less CPU per
   event than asyncio's selector loop, and a server that streams one message per token is made of
-  events. Measured on the router hop (router over a `--mock` worker, 32 streams, CPU per delivered
-  token): the router 134-157 us on asyncio's loop, 114-124 on uvloop; the worker's gRPC side 62-68 and
-  51-56. uvicorn's `--loop auto` and vLLM's own OpenAI server make the same choice.
+  events: on the router hop both the router and the worker spend less CPU per delivered token on it
+  (figures in docs/performance.md). uvicorn's `--loop auto` and vLLM's own OpenAI server make the same
+  choice.
 - The heap of start-up (`freeze_heap`): once the Llm is first ready, everything alive is collected and
   frozen (`gc.freeze`), so the cyclic collector's full collections no longer walk the modules, the
   engine client and the tokenizer (hundreds of thousands of objects once vllm and torch are imported).
-  Without it a streaming server pauses for tens of milliseconds at every full collection: B1 (256
-  streams at 100 steps/s through the hop) measured a p99 inter-token gap of 44-66 ms against 12-14 ms
-  in process, and 13-15 ms with the serving process's heap frozen. vLLM's OpenAI server freezes its
-  heap at start-up for the same reason.
+  Without it a streaming server pauses at every full collection, and B1's p99 inter-token gap through
+  the hop is several times the in-process one; with the heap frozen it is the in-process one (figures
+  in docs/performance.md). vLLM's OpenAI server freezes its heap at start-up for the same reason.
 """
 
 from __future__ import annotations

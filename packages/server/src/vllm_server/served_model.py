@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from http import HTTPStatus
 from typing import NamedTuple
 
 from vllm_llm.wire import LoraRequest
-from vllm_server.errors import RequestError
+from vllm_server.errors import NotFound
 from vllm_server.state import ServerState
 
 __all__ = ["ServedModel", "resolve_model"]
@@ -20,7 +19,7 @@ class ServedModel(NamedTuple):
 
 
 def resolve_model(state: ServerState, requested: str | None) -> ServedModel:
-    """The served model `requested` names (None or "": the primary name); `RequestError` 404 if unknown."""
+    """The served model `requested` names (None or "": the primary name); `NotFound` if unknown."""
     names = state.served_model_names
     if not requested or requested in names:
         # vLLM reports the primary name whichever alias was asked for.
@@ -30,8 +29,6 @@ def resolve_model(state: ServerState, requested: str | None) -> ServedModel:
         module, lora_int_id = entry
         lora = LoraRequest(requested, lora_int_id, module.path, module.base_model_name)
         return ServedModel(requested, lora)
-    raise RequestError(
-        f"The model `{requested}` does not exist. Valid aliases: {', '.join(names)}.",
-        status=HTTPStatus.NOT_FOUND,
-        param="model",
+    raise NotFound(
+        f"The model `{requested}` does not exist. Valid aliases: {', '.join(names)}.", param="model"
     )

@@ -121,7 +121,7 @@ class Server:
         cfg = self.config.engine_core
         assert cfg is not None
         names = self.config.server.served_model_name
-        engine = EngineCoreLlm(cfg.settings(names[0] if names else None))
+        engine = EngineCoreLlm(cfg.engine_settings(names[0] if names else None))
         return engine, engine
 
     def _uvicorn_config(self, app: FastAPI) -> uvicorn.Config:

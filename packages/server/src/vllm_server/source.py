@@ -29,7 +29,8 @@ class LlmSource:
         """Serve `llm` as an opaque Llm (a RemoteLlm, a MockLlm, your own); no engine-core routes."""
         if isinstance(llm, EngineCoreLlm):
             raise ProvidedEngineCoreLlm(
-                "an EngineCoreLlm cannot be a provided Llm: the engine-core routes and services need the "
-                "server to own the engine; use LlmSource.engine_core(EngineCoreConfig(...)) instead"
+                "an EngineCoreLlm cannot be a provided Llm: the engine-core routes and services need "
+                "the server to own the engine; use "
+                "LlmSource.engine_core(EngineCoreConfig(settings=llm.settings)) instead"
             )
         return cls(provided_llm=llm)

@@ -9,7 +9,7 @@ import pytest_asyncio
 
 from tests.support.grpc_serving import Served, raw_client, serving
 from vllm_llm import MockLlm
-from vllm_remote_llm._grpc_wire import LlmStub
+from vllm_remote_llm import LlmStub
 
 
 @pytest_asyncio.fixture

@@ -12,7 +12,7 @@ import pytest_asyncio
 from tests.support.grpc_serving import SERVING, eventually, health_request, raw_client, request, serving
 from vllm_llm.engine_core import EngineCoreLlm
 from vllm_llm.wire import SERVICE_NAME, AbortRequest, FinishReason, InfoRequest, ModelDtype
-from vllm_remote_llm._grpc_wire import LlmStub
+from vllm_remote_llm import LlmStub
 
 PROMPT = [1, 286, 669, 596, 267, 653, 650]
 

@@ -13,8 +13,7 @@ from tests.support.certs import Pem, Pki, make_pki
 from tests.support.grpc_serving import SERVING, Served, health_request, request, serving
 from vllm_llm import MockLlm
 from vllm_llm.wire import SERVICE_NAME, FinishReason, InfoRequest
-from vllm_remote_llm import RemoteLlm, RemoteTls
-from vllm_remote_llm._grpc_wire import LlmStub
+from vllm_remote_llm import LlmStub, RemoteLlm, RemoteTls
 from vllm_server.tls import TlsConfig
 
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable, Sequence
-from http import HTTPStatus
 from typing import Any
 
 import grpc
 
 from vllm_llm import Llm
 from vllm_llm.wire import SERVICE_NAME
-from vllm_server.errors import RequestError, map_error
+from vllm_server.errors import Unauthenticated
 from vllm_server.grpc.health import HEALTH_SERVICE, LlmHealth
 from vllm_server.grpc.llm_service import LlmService
+from vllm_server.grpc.status import abort_call
 from vllm_server.tls import TlsConfig
 
 ServiceAdder = Callable[[grpc.aio.Server], None]
@@ -134,7 +134,7 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # gr
         handler = await continuation(details)
         if handler is None or details.method.startswith(f"/{HEALTH_SERVICE}/") or self._authorized(details):
             return handler
-        return _rejecting(handler)
+        return _rejecting(handler, details.method)
 
     def _authorized(self, details: Any) -> bool:
         bearer, plain = self._accepted
@@ -147,12 +147,11 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # gr
         return False
 
 
-def _rejecting(handler: Any) -> Any:
-    """A handler of the same kind as `handler` that ends the call with UNAUTHENTICATED."""
-    mapping = map_error(RequestError("a valid API key is required", status=HTTPStatus.UNAUTHORIZED))
+def _rejecting(handler: Any, method: str) -> Any:
+    """A handler of the same kind as `handler` that ends the call with `Unauthenticated`."""
 
     async def deny(request: Any, context: Any) -> None:
-        await context.abort(mapping.grpc_code, mapping.message)
+        await abort_call(context, Unauthenticated("a valid API key is required"), service=method)
 
     if handler.request_streaming and handler.response_streaming:
         return grpc.stream_stream_rpc_method_handler(deny)

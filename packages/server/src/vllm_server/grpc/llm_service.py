@@ -1,10 +1,10 @@
 """The servicer of `vllm.internal.Llm` over any `Llm`: Generate, Info and Abort.
 
-Errors go through the one mapper (`map_error`) and `context.abort`; a validation error of the Llm
-arrives as the call's status before any output. Requests are decoded by typed msgspec decoders built
-from the method table; bytes that do not decode as the method's request type (garbage, truncated or
-mistyped MessagePack, nesting deeper than the decoder's recursion limit, an extension type other than
-the tensor's) end the call with INVALID_ARGUMENT before any handler runs.
+Errors end the call through the one abort helper (`vllm_server.grpc.status.abort_call`); a
+validation error of the Llm arrives as the call's status before any output. Requests are decoded by
+typed msgspec decoders built from the method table; bytes that do not decode as the method's request
+type (garbage, truncated or mistyped MessagePack, nesting deeper than the decoder's recursion limit, an
+extension type other than the tensor's) end the call with INVALID_ARGUMENT before any handler runs.
 
 A cancelled call (client cancel, disconnect, deadline, or the server stopping after its grace) closes
 the Llm stream in `finally`, which aborts the request.
@@ -12,14 +12,13 @@ the Llm stream in `finally`, which aborts the request.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 import msgspec
 
-from vllm_llm import InvalidRequest, Llm, LlmError, Unavailable
+from vllm_llm import InvalidRequest, Llm, Unavailable
 from vllm_llm.wire import (
     METHODS,
     SERVICE_NAME,
@@ -33,11 +32,7 @@ from vllm_llm.wire import (
     encode,
 )
 from vllm_remote_llm.protocol import ACCEPTED_METADATA
-from vllm_server.errors import map_error
-
-logger = logging.getLogger(__name__)
-
-ServicerContext = Any  # grpc.aio.ServicerContext; grpcio ships no type hints
+from vllm_server.grpc.status import ServicerContext, abort_call
 
 
 class LlmService:
@@ -69,17 +64,21 @@ class LlmService:
         lands in this handler; `finally` closes the Llm stream, which aborts the request.
         """
         if self._draining:
-            await _abort(context, Unavailable("the server is draining; send the request elsewhere"))
+            await abort_call(
+                context,
+                Unavailable("the server is draining; send the request elsewhere"),
+                service=SERVICE_NAME,
+            )
         try:
             stream = await self._llm.generate(request)
         except Exception as exc:
-            await _abort(context, exc)
+            await abort_call(context, exc, service=SERVICE_NAME)
         try:
             await context.send_initial_metadata(ACCEPTED_METADATA)
             async for out in stream:
                 await context.write(out)
         except Exception as exc:
-            await _abort(context, exc)
+            await abort_call(context, exc, service=SERVICE_NAME)
         finally:
             await stream.aclose()
 
@@ -88,23 +87,24 @@ class LlmService:
         try:
             return self._llm.info()
         except Exception as exc:
-            await _abort(context, exc)
+            await abort_call(context, exc, service=SERVICE_NAME)
 
     async def Abort(self, request: AbortRequest, context: ServicerContext) -> AbortResponse:
         """Abort by external id; an empty list is rejected."""
         if not request.request_ids:
-            await _abort(
+            await abort_call(
                 context,
                 InvalidRequest(
                     "request_ids must not be empty: aborting every request of a shared server "
                     "is not one caller's to do",
                     param="request_ids",
                 ),
+                service=SERVICE_NAME,
             )
         try:
             await self._llm.abort(request.request_ids)
         except Exception as exc:
-            await _abort(context, exc)
+            await abort_call(context, exc, service=SERVICE_NAME)
         return AbortResponse()
 
 
@@ -143,7 +143,7 @@ def _method_handler(
 
     async def guarded(request: Any, context: ServicerContext) -> Any:
         if isinstance(request, _Undecodable):
-            await _abort(context, InvalidRequest(request.message))
+            await abort_call(context, InvalidRequest(request.message), service=SERVICE_NAME)
         return await behaviour(request, context)
 
     make = (
@@ -154,12 +154,3 @@ def _method_handler(
     return make(
         guarded, request_deserializer=_request_decoder(method.request_type), response_serializer=encode
     )
-
-
-async def _abort(context: ServicerContext, exc: Exception) -> NoReturn:
-    """End the call with the status `map_error` gives `exc` (`context.abort` raises)."""
-    if not isinstance(exc, LlmError):
-        logger.exception("vllm.internal.Llm handler failed", exc_info=exc)
-    mapping = map_error(exc)
-    await context.abort(mapping.grpc_code, mapping.message)
-    raise AssertionError("unreachable: context.abort raises")

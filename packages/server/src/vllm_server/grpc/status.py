@@ -1,4 +1,4 @@
-"""Ending a public gRPC call with the status the one error mapper (`map_error`) gives an exception."""
+"""The one way a gRPC call ends with an error: the status the error table (`map_error`) gives it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 ServicerContext = Any  # grpc.aio.ServicerContext; grpcio ships no type hints
 
 
-async def abort_call(context: ServicerContext, exc: Exception, *, service: str) -> NoReturn:
+async def abort_call(context: ServicerContext, exc: BaseException, *, service: str) -> NoReturn:
     """End the call with `exc`'s mapped status (`context.abort` raises); unexpected errors are logged."""
     if not isinstance(exc, LlmError | RequestError):
         logger.exception("%s handler failed", service, exc_info=exc)

@@ -1,4 +1,4 @@
-"""The HTTP app: the route table (only wiring) and the one place errors become responses."""
+"""The HTTP app: the route table's routes, the middleware, and the one place errors become responses."""
 
 from __future__ import annotations
 
@@ -11,19 +11,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vllm_llm import LlmError
-from vllm_server.errors import RequestError, error_body, map_error
+from vllm_server.errors import BadRequest, RequestError, error_body, http_exception_error, map_error
 from vllm_server.http.middleware import ApiKeyMiddleware, BodyLimitMiddleware, LoadMiddleware
-from vllm_server.http.routes import (
-    engine_admin,
-    engine_kv_events,
-    engine_lora,
-    generate,
-    health,
-    info,
-    openai_chat,
-    openai_completions,
-    tokenize,
-)
+from vllm_server.http.routes import route_table
 from vllm_server.state import ServerState
 
 logger = logging.getLogger(__name__)
@@ -34,25 +24,9 @@ def build_app(state: ServerState) -> FastAPI:
     server = state.config.server
     app = FastAPI(title="vLLM frontend", docs_url=None, redoc_url=None)
 
-    # Always: probes, facts, OpenAI-compatible inference and tokens in / tokens out.
-    app.include_router(health.router(state))
-    app.include_router(info.router(state))
-    app.include_router(openai_completions.router(state))
-    app.include_router(openai_chat.router(state))
-    app.include_router(tokenize.router(state))
-    app.include_router(generate.router(state))
-
-    # Only over an engine core the server owns (LlmSource.engine_core): 404 for a provided Llm.
-    engine = state.engine
-    if engine is not None:
-        app.include_router(engine_kv_events.router(engine))
-        if server.dev_mode:
-            profiler = (
-                state.config.engine_core is not None and state.config.engine_core.profiler_dir is not None
-            )
-            app.include_router(engine_admin.router(engine, profiler=profiler))
-        if server.enable_runtime_lora:
-            app.include_router(engine_lora.router(state, engine))
+    # The route table (`vllm_server.http.routes`): every path next to its handler, gates included.
+    for route in route_table(state):
+        app.add_api_route(route.path, route.handler, methods=[route.method])
 
     _install_error_handlers(app)
     app.add_middleware(LoadMiddleware, metrics=state.metrics, load=state.load)
@@ -73,7 +47,7 @@ def build_app(state: ServerState) -> FastAPI:
 def _install_error_handlers(app: FastAPI) -> None:
     def respond(exc: BaseException) -> JSONResponse:
         mapping = map_error(exc)
-        if int(mapping.http_status) >= 500:
+        if mapping.server_fault:
             logger.warning("request failed: %s: %s", type(exc).__name__, exc)
         return JSONResponse(error_body(mapping), status_code=int(mapping.http_status))
 
@@ -87,13 +61,12 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return respond(RequestError(_validation_message(exc), param=_validation_param(exc)))
+        return respond(BadRequest(_validation_message(exc), param=_validation_param(exc)))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        from http import HTTPStatus
-
-        return respond(RequestError(str(exc.detail), status=HTTPStatus(exc.status_code)))
+        # Starlette's 404 (no route) and 405 (another method), FastAPI's 400 (an unparsable body), ...
+        return respond(http_exception_error(exc.status_code, str(exc.detail)))
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Awaitable
-from http import HTTPStatus
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from vllm_server.errors import RequestError, error_body, map_error
+from vllm_server.errors import PayloadTooLarge, RequestError, Unauthenticated, error_body, map_error
 from vllm_server.load import LoadCounter
 from vllm_server.metrics import Metrics
 
@@ -44,7 +43,7 @@ class ApiKeyMiddleware:
             return
         given = dict(scope["headers"]).get(b"authorization", b"")
         if not hmac.compare_digest(given, self._expected):
-            await send_error(send, RequestError("invalid or missing API key", status=HTTPStatus.UNAUTHORIZED))
+            await send_error(send, Unauthenticated("invalid or missing API key"))
             return
         await self.app(scope, receive, send)
 
@@ -60,9 +59,7 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = RequestError(
-            f"request body exceeds {self.max_bytes} bytes", status=HTTPStatus.REQUEST_ENTITY_TOO_LARGE
-        )
+        too_large = PayloadTooLarge(f"request body exceeds {self.max_bytes} bytes")
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
             await send_error(send, too_large)
@@ -79,7 +76,6 @@ class BodyLimitMiddleware:
             return message
 
         await self.app(scope, limited, send)
-
 
 
 class LoadMiddleware:

@@ -6,7 +6,7 @@ from typing import Any
 
 from vllm_llm import ChatMessage, ChatRequest
 from vllm_llm.wire import LoraRequest
-from vllm_server.errors import RequestError
+from vllm_server.errors import BadRequest
 from vllm_server.http.openai.sampling import SamplingFields
 from vllm_server.request_checks import check_max_tokens
 
@@ -50,13 +50,13 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
         k = self.top_logprobs
         if k is not None:
             if k < -1:
-                raise RequestError("`top_logprobs` must be a positive value or -1.", param="top_logprobs")
+                raise BadRequest("`top_logprobs` must be a positive value or -1.", param="top_logprobs")
             if (k == -1 or k > 0) and not self.logprobs:
-                raise RequestError(
+                raise BadRequest(
                     "when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs"
                 )
         if self.chat_template is not None:
-            raise RequestError(
+            raise BadRequest(
                 "Chat template is passed with request, but --trust-request-chat-template is not set. "
                 "Refused request with untrusted chat template.",
                 param="chat_template",
@@ -67,7 +67,7 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
 
     def _check_tools(self) -> None:
         if self.tools == []:
-            raise RequestError(
+            raise BadRequest(
                 "`tools` must not be an empty array. Either provide at least one tool or omit the field "
                 "entirely.",
                 param="tools",
@@ -76,9 +76,9 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
         if choice is None or choice == "none":
             return
         if not self.tools:
-            raise RequestError("When using `tool_choice`, `tools` must be set.", param="tool_choice")
+            raise BadRequest("When using `tool_choice`, `tools` must be set.", param="tool_choice")
         if isinstance(choice, str) and choice not in ("auto", "required"):
-            raise RequestError(
+            raise BadRequest(
                 f'Invalid value for `tool_choice`: {choice}! Only named tools, "none", "auto" or '
                 '"required" are supported.',
                 param="tool_choice",
@@ -125,7 +125,7 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
 def check_generation_prompt(add_generation_prompt: bool, continue_final_message: bool) -> None:
     """vLLM's check_generation_prompt."""
     if add_generation_prompt and continue_final_message:
-        raise RequestError(
+        raise BadRequest(
             "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
             param="continue_final_message",
         )

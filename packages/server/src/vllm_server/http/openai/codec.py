@@ -1,6 +1,6 @@
 """JSON in and out: request bodies decoded into msgspec Structs, responses encoded with one msgspec Encoder.
 
-Decoding failures become `RequestError` (HTTP 400, OpenAI-style body) naming the offending field.
+Decoding failures become `BadRequest` (HTTP 400, OpenAI-style body) naming the offending field.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import msgspec
 from fastapi import Request, Response
 
-from vllm_server.errors import RequestError
+from vllm_server.errors import BadRequest
 
 __all__ = ["decode_body", "encode", "json_response"]
 
@@ -33,10 +33,10 @@ def json_response(obj: object) -> Response:
 
 
 async def decode_body(request: Request, type_: type[T]) -> T:
-    """The request's JSON body as `type_`; `RequestError` for another media type, bad JSON or bad fields."""
+    """The request's JSON body as `type_`; `BadRequest` for another media type, bad JSON or bad fields."""
     media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
-        raise RequestError("Unsupported Media Type: Only 'application/json' is allowed")
+        raise BadRequest("Unsupported Media Type: Only 'application/json' is allowed")
     decoder = _DECODERS.get(type_)
     if decoder is None:
         decoder = _DECODERS[type_] = msgspec.json.Decoder(type_)
@@ -45,9 +45,9 @@ async def decode_body(request: Request, type_: type[T]) -> T:
         decoded: T = decoder.decode(body)
     except msgspec.ValidationError as exc:
         match = _PATH.search(str(exc))
-        raise RequestError(str(exc), param=match.group(1) if match else None) from exc
+        raise BadRequest(str(exc), param=match.group(1) if match else None) from exc
     except msgspec.DecodeError as exc:
-        raise RequestError(f"JSON decode error: {exc}") from exc
+        raise BadRequest(f"JSON decode error: {exc}") from exc
     except RecursionError as exc:
-        raise RequestError("JSON decode error: the body nests too deeply") from exc
+        raise BadRequest("JSON decode error: the body nests too deeply") from exc
     return decoded

@@ -6,7 +6,7 @@ from typing import Any
 
 from vllm_llm import TextRequest
 from vllm_llm.wire import LoraRequest
-from vllm_server.errors import RequestError
+from vllm_server.errors import BadRequest
 from vllm_server.http.openai.sampling import SamplingFields
 from vllm_server.request_checks import check_max_tokens
 
@@ -37,30 +37,28 @@ class CompletionRequest(SamplingFields, kw_only=True):
         """vLLM's validators of this request."""
         self.check_common()
         if self.logprobs is not None and self.logprobs < -1:
-            raise RequestError("`logprobs` must be a positive value or -1.", param="logprobs")
+            raise BadRequest("`logprobs` must be a positive value or -1.", param="logprobs")
         if self.suffix:
-            raise RequestError("suffix is not supported by this model", param="suffix")
+            raise BadRequest("suffix is not supported by this model", param="suffix")
         check_max_tokens(self.max_tokens, "max_tokens", max_model_len)
 
     def prompts(self) -> list[Prompt]:
         """The prompts: one text, texts, one token list, or token lists."""
         prompt = self.prompt
         if prompt is None or prompt == "" or prompt == []:
-            raise RequestError(
-                "Either prompt or prompt_embeds must be provided and non-empty.", param="prompt"
-            )
+            raise BadRequest("Either prompt or prompt_embeds must be provided and non-empty.", param="prompt")
         if isinstance(prompt, str):
             return [prompt]
         if all(_is_token(t) for t in prompt):
             return [list(prompt)]
         if all(isinstance(p, str) for p in prompt) or all(_is_tokens(p) for p in prompt):
             if len(prompt) > MAX_PROMPTS:
-                raise RequestError(
+                raise BadRequest(
                     f"prompt list length {len(prompt)} exceeds the maximum allowed count of {MAX_PROMPTS}.",
                     param="prompt",
                 )
             return [p if isinstance(p, str) else list(p) for p in prompt]
-        raise RequestError(
+        raise BadRequest(
             "prompt must be a string, a list of strings, a list of token ids (non-negative integers) or "
             "a list of such lists",
             param="prompt",

@@ -8,7 +8,7 @@ import msgspec
 
 from vllm_llm import TextRequest, TextSamplingParams
 from vllm_llm.wire import LoraRequest, RepetitionDetection
-from vllm_server.errors import RequestError
+from vllm_server.errors import BadRequest
 from vllm_server.http.openai.sampling import StreamOptions, StructuredOutputsParams, structured_outputs
 
 __all__ = ["GenerateBody", "GenerateSamplingParams"]
@@ -102,19 +102,19 @@ class GenerateBody(msgspec.Struct, kw_only=True):
     def check(self) -> None:
         """vLLM's validators of this request."""
         if not self.token_ids:
-            raise RequestError("token_ids must contain at least one token id", param="token_ids")
+            raise BadRequest("token_ids must contain at least one token id", param="token_ids")
         if any(t < 0 for t in self.token_ids):
-            raise RequestError("token_ids must not contain negative values", param="token_ids")
+            raise BadRequest("token_ids must not contain negative values", param="token_ids")
         if self.features or self.content_parts:
-            raise RequestError("multimodal inputs are not supported by this server", param="features")
+            raise BadRequest("multimodal inputs are not supported by this server", param="features")
         sp = self.sampling_params
         if not sp.detokenize and sp.stop_strings:
-            raise RequestError(
+            raise BadRequest(
                 "stop strings are only supported when detokenize is True. Set detokenize=True to use stop.",
                 param="sampling_params.stop",
             )
         if self.output_mode != "tokens" and not sp.detokenize:
-            raise RequestError(
+            raise BadRequest(
                 f"output_mode={self.output_mode!r} requires sampling_params.detokenize to be true",
                 param="output_mode",
             )

@@ -14,7 +14,7 @@ import msgspec
 
 from vllm_llm import TextSamplingParams
 from vllm_llm.wire import RepetitionDetection, StructuredOutputs
-from vllm_server.errors import RequestError
+from vllm_server.errors import BadRequest
 
 __all__ = [
     "JsonSchemaFormat",
@@ -122,31 +122,27 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     def check_common(self) -> None:
         """vLLM's request-level validators shared by both APIs."""
         if self.stream_options is not None and not self.stream:
-            raise RequestError(
-                "Stream options can only be defined when `stream=True`.", param="stream_options"
-            )
+            raise BadRequest("Stream options can only be defined when `stream=True`.", param="stream_options")
         if self.use_beam_search:
-            raise RequestError("beam search is not supported by this server", param="use_beam_search")
+            raise BadRequest("beam search is not supported by this server", param="use_beam_search")
         k = self.prompt_logprobs
         if k is not None:
             if self.stream and (k > 0 or k == -1):
-                raise RequestError(
+                raise BadRequest(
                     "`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs"
                 )
             if k < -1:
-                raise RequestError(
-                    "`prompt_logprobs` must be a positive value or -1.", param="prompt_logprobs"
-                )
+                raise BadRequest("`prompt_logprobs` must be a positive value or -1.", param="prompt_logprobs")
         _check_cache_salt(self.cache_salt)
         rf = self.response_format
         if rf is not None and rf.type == "json_schema" and rf.json_schema is None:
-            raise RequestError(
+            raise BadRequest(
                 "When response_format type is 'json_schema', the 'json_schema' field must be provided.",
                 param="response_format",
             )
         so = self.structured_outputs
         if so is not None and sum(x is not None for x in (so.json, so.regex, so.choice)) > 1:
-            raise RequestError(
+            raise BadRequest(
                 "You can only use one kind of constraints for structured outputs ('json', 'regex' or "
                 "'choice').",
                 param="structured_outputs",
@@ -212,25 +208,22 @@ def structured_outputs(
 _KINDS = frozenset({"json", "regex", "choice", "grammar", "json_object", "structural_tag"})
 
 
-
 def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
     if bias is None:
         return None
     try:
         return {int(token): value for token, value in bias.items()}
     except ValueError as exc:
-        raise RequestError(f"logit_bias keys must be token ids: {exc}", param="logit_bias") from exc
+        raise BadRequest(f"logit_bias keys must be token ids: {exc}", param="logit_bias") from exc
 
 
 def _check_cache_salt(salt: str | None) -> None:
     if salt is None:
         return
     if not salt:
-        raise RequestError(
-            "Parameter 'cache_salt' must be a non-empty string if provided.", param="cache_salt"
-        )
+        raise BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.", param="cache_salt")
     if len(salt) > _MAX_CACHE_SALT or any(c in _CACHE_SALT_FORBIDDEN for c in salt):
-        raise RequestError(
+        raise BadRequest(
             "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', "
             "or NUL.",
             param="cache_salt",

@@ -1,27 +1,27 @@
-"""Engine-core admin routes (dev mode), registered only over an EngineCoreLlm the server owns.
+"""Engine-core admin handlers (dev mode), routed only over an EngineCoreLlm the server owns.
 
 Paths and bodies follow vLLM's own server: /reset_prefix_cache, /sleep, /wake_up, /is_sleeping,
 /pause, /resume, /is_paused, /abort_requests, /collective_rpc, /checkpoint_prepare, /checkpoint_restore,
-and /start_profile, /stop_profile when a profiler is configured.
+and /start_profile, /stop_profile when a profiler is configured. Each function here makes one handler
+over `engine`; `vllm_server.http.routes.route_table` gives them their paths.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Query
+from fastapi import Body, Query
 
 from vllm_llm import EngineCoreLlm
-from vllm_server.errors import RequestError
+from vllm_server.errors import BadRequest
+from vllm_server.http.route import Handler
 
 PauseMode = Literal["abort", "wait", "keep"]
 
 
-def router(engine: EngineCoreLlm, *, profiler: bool) -> APIRouter:
-    """The dev-mode routes over `engine`."""
-    r = APIRouter()
+def reset_prefix_cache(engine: EngineCoreLlm) -> Handler:
+    """Reset the prefix cache."""
 
-    @r.post("/reset_prefix_cache")
     async def reset_prefix_cache(
         reset_running_requests: bool = False, reset_external: bool = False
     ) -> dict[str, Any]:
@@ -30,10 +30,15 @@ def router(engine: EngineCoreLlm, *, profiler: bool) -> APIRouter:
             reset_running_requests=reset_running_requests, reset_connector=reset_external
         )
         if not ok:
-            raise RequestError("the prefix cache could not be reset (requests are running)")
+            raise BadRequest("the prefix cache could not be reset (requests are running)")
         return {"status": "ok"}
 
-    @r.post("/sleep")
+    return reset_prefix_cache
+
+
+def sleep(engine: EngineCoreLlm) -> Handler:
+    """Put the engines to sleep."""
+
     async def sleep(
         level: Annotated[int, Query(ge=0, le=2)] = 1, mode: Annotated[PauseMode, Query()] = "abort"
     ) -> dict[str, Any]:
@@ -41,19 +46,34 @@ def router(engine: EngineCoreLlm, *, profiler: bool) -> APIRouter:
         await engine.sleep(level=level, mode=mode)
         return {"status": "sleeping", "level": level}
 
-    @r.post("/wake_up")
+    return sleep
+
+
+def wake_up(engine: EngineCoreLlm) -> Handler:
+    """Wake the engines up."""
+
     async def wake_up(tags: Annotated[list[str] | None, Query()] = None) -> dict[str, Any]:
         """Wake the engines up."""
         await engine.wake_up(tags or None)
         sleeping = await engine.is_sleeping()
         return {"status": "sleeping" if sleeping else "awake", "tags": tags or None}
 
-    @r.get("/is_sleeping")
+    return wake_up
+
+
+def is_sleeping(engine: EngineCoreLlm) -> Handler:
+    """Whether the engines sleep."""
+
     async def is_sleeping() -> dict[str, bool]:
         """Whether the engines sleep."""
         return {"is_sleeping": await engine.is_sleeping()}
 
-    @r.post("/pause")
+    return is_sleeping
+
+
+def pause(engine: EngineCoreLlm) -> Handler:
+    """Pause the scheduler."""
+
     async def pause(
         mode: Annotated[PauseMode, Query()] = "abort", clear_cache: Annotated[bool, Query()] = True
     ) -> dict[str, str]:
@@ -61,18 +81,33 @@ def router(engine: EngineCoreLlm, *, profiler: bool) -> APIRouter:
         await engine.pause(mode=mode, clear_cache=clear_cache)
         return {"status": "paused"}
 
-    @r.post("/resume")
+    return pause
+
+
+def resume(engine: EngineCoreLlm) -> Handler:
+    """Resume the scheduler."""
+
     async def resume() -> dict[str, str]:
         """Resume the scheduler."""
         await engine.resume()
         return {"status": "resumed"}
 
-    @r.get("/is_paused")
+    return resume
+
+
+def is_paused(engine: EngineCoreLlm) -> Handler:
+    """Whether the scheduler is paused."""
+
     async def is_paused() -> dict[str, bool]:
         """Whether the scheduler is paused."""
         return {"is_paused": await engine.is_paused()}
 
-    @r.post("/abort_requests")
+    return is_paused
+
+
+def abort_requests(engine: EngineCoreLlm) -> Handler:
+    """Abort requests by external id."""
+
     async def abort_requests(
         request_ids: Annotated[list[str], Body(embed=True, min_length=1)],
     ) -> dict[str, Any]:
@@ -80,7 +115,12 @@ def router(engine: EngineCoreLlm, *, profiler: bool) -> APIRouter:
         await engine.abort(request_ids)
         return {"status": "aborted", "aborted": len(request_ids)}
 
-    @r.post("/collective_rpc")
+    return abort_requests
+
+
+def collective_rpc(engine: EngineCoreLlm) -> Handler:
+    """Call a worker method on every worker."""
+
     async def collective_rpc(
         method: Annotated[str, Body(embed=True)],
         args: Annotated[list[str], Body(embed=True)] = [],  # noqa: B006 - FastAPI copies defaults
@@ -91,30 +131,48 @@ def router(engine: EngineCoreLlm, *, profiler: bool) -> APIRouter:
         results = await engine.collective_rpc(method, rpc_timeout=timeout, args=tuple(args), kwargs=kwargs)
         return {"results": [r if r is None or isinstance(r, dict | list) else str(r) for r in results]}
 
-    @r.post("/checkpoint_prepare")
+    return collective_rpc
+
+
+def checkpoint_prepare(engine: EngineCoreLlm) -> Handler:
+    """Prepare the workers for a checkpoint."""
+
     async def checkpoint_prepare() -> dict[str, str]:
         """Prepare the workers for a checkpoint (vLLM's AsyncLLM.checkpoint_prepare)."""
         await engine.collective_rpc("checkpoint_prepare")
         return {"status": "prepared"}
 
-    @r.post("/checkpoint_restore")
+    return checkpoint_prepare
+
+
+def checkpoint_restore(engine: EngineCoreLlm) -> Handler:
+    """Restore the workers after a checkpoint."""
+
     async def checkpoint_restore() -> dict[str, str]:
         """Restore the workers after a checkpoint (vLLM's AsyncLLM.checkpoint_restore)."""
         await engine.collective_rpc("checkpoint_restore")
         return {"status": "restored"}
 
-    if profiler:
+    return checkpoint_restore
 
-        @r.post("/start_profile")
-        async def start_profile() -> dict[str, str]:
-            """Start the torch profiler on every worker."""
-            await engine.profile(is_start=True)
-            return {"status": "profiling"}
 
-        @r.post("/stop_profile")
-        async def stop_profile() -> dict[str, str]:
-            """Stop the torch profiler."""
-            await engine.profile(is_start=False)
-            return {"status": "stopped"}
+def start_profile(engine: EngineCoreLlm) -> Handler:
+    """Start the torch profiler."""
 
-    return r
+    async def start_profile() -> dict[str, str]:
+        """Start the torch profiler on every worker."""
+        await engine.profile(is_start=True)
+        return {"status": "profiling"}
+
+    return start_profile
+
+
+def stop_profile(engine: EngineCoreLlm) -> Handler:
+    """Stop the torch profiler."""
+
+    async def stop_profile() -> dict[str, str]:
+        """Stop the torch profiler."""
+        await engine.profile(is_start=False)
+        return {"status": "stopped"}
+
+    return stop_profile

@@ -7,7 +7,7 @@ the text layer.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
 from vllm_llm import TextLlm, TextRequest, TextStream
 from vllm_server.http.openai import (
@@ -19,16 +19,15 @@ from vllm_server.http.openai import (
     event_stream,
     json_response,
 )
+from vllm_server.http.route import Handler
 from vllm_server.request_checks import vllm_wording
 from vllm_server.served_model import resolve_model
 from vllm_server.state import ServerState
 
 
-def router(state: ServerState) -> APIRouter:
-    """The tokens-in / tokens-out route."""
-    r = APIRouter()
+def generate(state: ServerState) -> Handler:
+    """The tokens-in / tokens-out handler over `state`."""
 
-    @r.post("/inference/v1/generate")
     async def generate(raw: Request) -> Response:
         """Generate from token ids; token ids (and optionally text) out, streamed as SSE or whole."""
         state.check_accepting()
@@ -52,7 +51,7 @@ def router(state: ServerState) -> APIRouter:
             return event_stream(output.frames())
         return json_response(await output.response())
 
-    return r
+    return generate
 
 
 async def _start(text: TextLlm, request: TextRequest, *, raw_tokens: bool) -> TextStream | RawTokenStream:

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
+from vllm_server.errors import probe_status
+from vllm_server.http.route import Handler
 from vllm_server.state import ServerState
 
 
-def router(state: ServerState) -> APIRouter:
-    """Liveness and readiness probes."""
-    r = APIRouter()
+def health(state: ServerState) -> Handler:
+    """The liveness probe over `state`."""
 
-    @r.get("/health")
     async def health() -> Response:
         """200 while the Llm is alive; 503 once it failed for good."""
-        return Response(status_code=200 if state.llm.subscribe_health().value else 503)
+        return Response(status_code=probe_status(state.llm.subscribe_health().value))
 
-    @r.get("/ready")
+    return health
+
+
+def ready(state: ServerState) -> Handler:
+    """The readiness probe over `state`."""
+
     async def ready() -> Response:
         """200 while the server takes new requests; 503 while starting, paused, asleep or draining."""
-        return Response(status_code=200 if state.subscribe_readiness().value else 503)
+        return Response(status_code=probe_status(state.subscribe_readiness().value))
 
-    return r
+    return ready

@@ -1,23 +1,22 @@
-"""Facts about the server: `/v1/models`, `/version`, `/load`, `/server_info`, `/metrics`."""
+"""Facts about the server: the model list, versions, load, the flat config and Prometheus metrics."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
+from vllm_server.http.route import Handler
 from vllm_server.state import ServerState
 
 SERVER_VERSION = "0.1.0"
 _CREATED = int(time.time())
 
 
-def router(state: ServerState) -> APIRouter:
-    """Model list, versions, load, flat config and Prometheus metrics."""
-    r = APIRouter()
+def models(state: ServerState) -> Handler:
+    """The OpenAI model list over `state`."""
 
-    @r.get("/v1/models")
     async def models() -> dict[str, Any]:
         """The served model names (and LoRA adapters), OpenAI style."""
         state.text()
@@ -30,7 +29,12 @@ def router(state: ServerState) -> APIRouter:
         ]
         return {"object": "list", "data": cards}
 
-    @r.get("/version")
+    return models
+
+
+def version(state: ServerState) -> Handler:
+    """The versions over `state`."""
+
     async def version() -> dict[str, Any]:
         """The engine's vLLM version and this frontend's version."""
         try:
@@ -39,12 +43,22 @@ def router(state: ServerState) -> APIRouter:
             engine_version = None
         return {"version": engine_version, "frontend_version": SERVER_VERSION}
 
-    @r.get("/load")
+    return version
+
+
+def server_load(state: ServerState) -> Handler:
+    """The load over `state`."""
+
     async def server_load() -> dict[str, int]:
         """Requests in progress on this server."""
         return {"server_load": state.load.in_progress}
 
-    @r.get("/server_info")
+    return server_load
+
+
+def server_info(state: ServerState) -> Handler:
+    """The flat config over `state`."""
+
     async def server_info() -> dict[str, Any]:
         """The server's configuration as one flat mapping."""
         info: dict[str, Any] = {"config": state.config.flat()}
@@ -56,14 +70,19 @@ def router(state: ServerState) -> APIRouter:
         info["engine_core"] = state.engine is not None
         return info
 
-    @r.get("/metrics")
+    return server_info
+
+
+def metrics(state: ServerState) -> Handler:
+    """The Prometheus metrics over `state`."""
+
     async def metrics() -> Response:
         """Prometheus metrics."""
         state.metrics.healthy.labels(state.metrics.model_name).set(float(state.llm.subscribe_health().value))
         state.metrics.ready.labels(state.metrics.model_name).set(float(state.subscribe_readiness().value))
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    return r
+    return metrics
 
 
 def _card(name: str, root: str, parent: str | None, max_model_len: int) -> dict[str, Any]:

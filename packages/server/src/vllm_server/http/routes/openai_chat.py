@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
 from vllm_server.http.openai import (
     ChatCompletionRequest,
@@ -12,16 +12,15 @@ from vllm_server.http.openai import (
     event_stream,
     json_response,
 )
+from vllm_server.http.route import Handler
 from vllm_server.request_checks import vllm_wording
 from vllm_server.served_model import resolve_model
 from vllm_server.state import ServerState
 
 
-def router(state: ServerState) -> APIRouter:
-    """The chat completions route."""
-    r = APIRouter()
+def create_chat_completion(state: ServerState) -> Handler:
+    """The chat completions handler over `state`."""
 
-    @r.post("/v1/chat/completions")
     async def create_chat_completion(raw: Request) -> Response:
         """Continue a conversation, streamed as SSE or whole."""
         state.check_accepting()
@@ -44,4 +43,4 @@ def router(state: ServerState) -> APIRouter:
             return event_stream(output.frames())
         return json_response(await output.response())
 
-    return r
+    return create_chat_completion

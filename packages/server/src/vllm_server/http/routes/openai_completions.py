@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
 from vllm_server.http.openai import (
     CompletionOutput,
@@ -13,15 +13,14 @@ from vllm_server.http.openai import (
     json_response,
     start_streams,
 )
+from vllm_server.http.route import Handler
 from vllm_server.served_model import resolve_model
 from vllm_server.state import ServerState
 
 
-def router(state: ServerState) -> APIRouter:
-    """The completions route."""
-    r = APIRouter()
+def create_completion(state: ServerState) -> Handler:
+    """The completions handler over `state`."""
 
-    @r.post("/v1/completions")
     async def create_completion(raw: Request) -> Response:
         """Complete one or several prompts, streamed as SSE or whole."""
         state.check_accepting()
@@ -46,4 +45,4 @@ def router(state: ServerState) -> APIRouter:
             return event_stream(output.frames())
         return json_response(await output.response())
 
-    return r
+    return create_completion

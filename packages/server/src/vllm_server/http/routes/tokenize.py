@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from vllm_llm import ChatRequest
-from vllm_server.errors import RequestError
+from vllm_server.errors import BadRequest
 from vllm_server.http.openai import DetokenizeBody, TokenizeBody, decode_body
 from vllm_server.http.openai.chat_request import check_generation_prompt
+from vllm_server.http.route import Handler
 from vllm_server.served_model import resolve_model
 from vllm_server.state import ServerState
 
 
-def router(state: ServerState) -> APIRouter:
-    """Tokenize and detokenize with the served model's tokenizer and chat template."""
-    r = APIRouter()
+def tokenize(state: ServerState) -> Handler:
+    """The tokenize handler over `state`: the served model's tokenizer and chat template."""
 
-    @r.post("/tokenize")
     async def tokenize(raw: Request) -> dict[str, Any]:
         """Token ids of a prompt, or of chat messages rendered with the chat template."""
         body = await decode_body(raw, TokenizeBody)
@@ -27,7 +26,7 @@ def router(state: ServerState) -> APIRouter:
         if body.messages is not None:
             check_generation_prompt(body.add_generation_prompt, body.continue_final_message)
             if body.chat_template is not None:
-                raise RequestError(
+                raise BadRequest(
                     "Chat template is passed with request, but --trust-request-chat-template is not set. "
                     "Refused request with untrusted chat template.",
                     param="chat_template",
@@ -48,7 +47,7 @@ def router(state: ServerState) -> APIRouter:
             add_special = True if body.add_special_tokens is None else body.add_special_tokens
             tokens = text.encode(body.prompt, add_special_tokens=add_special)
         else:
-            raise RequestError("either `prompt` or `messages` must be given", param="prompt")
+            raise BadRequest("either `prompt` or `messages` must be given", param="prompt")
         return {
             "count": len(tokens),
             "max_model_len": text.info().max_model_len,
@@ -56,7 +55,12 @@ def router(state: ServerState) -> APIRouter:
             "token_strs": text.tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None,
         }
 
-    @r.post("/detokenize")
+    return tokenize
+
+
+def detokenize(state: ServerState) -> Handler:
+    """The detokenize handler over `state`."""
+
     async def detokenize(raw: Request) -> dict[str, Any]:
         """The text of token ids."""
         body = await decode_body(raw, DetokenizeBody)
@@ -65,7 +69,7 @@ def router(state: ServerState) -> APIRouter:
         vocab = text.info().vocab_size
         bad = [t for t in body.tokens if not 0 <= t < vocab]
         if bad:
-            raise RequestError(f"token ids {bad[:8]} are out of vocabulary ({vocab})", param="tokens")
+            raise BadRequest(f"token ids {bad[:8]} are out of vocabulary ({vocab})", param="tokens")
         return {"prompt": text.decode(body.tokens, skip_special_tokens=False)}
 
-    return r
+    return detokenize

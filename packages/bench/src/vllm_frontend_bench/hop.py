@@ -23,10 +23,10 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+from vllm_frontend_bench.report import BenchResult, Row, Target
+from vllm_frontend_bench.stats import Summary, percentile
 from vllm_llm import Llm, MockLlm
 from vllm_llm.wire import GenerateRequest, SamplingParams
-from vllm_server.bench.report import BenchResult, Row, Target
-from vllm_server.bench.stats import Summary, percentile
 
 STEPS_PER_S = 100
 
@@ -154,7 +154,7 @@ def _stats(traces: Sequence[_Trace], wall: float, *, paced: bool, cpu: tuple[flo
 async def hop_worker(step_interval: float) -> AsyncIterator[tuple[str, int]]:
     """A `hop_worker` process; yields its gRPC target and pid."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vllm_server.bench.hop_worker", "--step-interval", str(step_interval),
+        sys.executable, "-m", "vllm_frontend_bench.hop_worker", "--step-interval", str(step_interval),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:

@@ -1,8 +1,8 @@
-"""`vllm-frontend bench`: run the benchmarks, print each figure beside its baseline, write the results.
+"""`vllm-frontend-bench`: run the benchmarks, print each figure beside its baseline, write the results.
 
-vllm-frontend bench                      # B1-B4, full sizes
-vllm-frontend bench --quick              # small sizes, one repeat (CI-like)
-vllm-frontend bench --only B1,B2 --output bench-results/latest.json
+vllm-frontend-bench                      # B1-B4, full sizes
+vllm-frontend-bench --quick              # small sizes, one repeat (CI-like)
+vllm-frontend-bench --only B1,B2 --output bench-results/latest.json
 """
 
 from __future__ import annotations
@@ -10,23 +10,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import logging
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from vllm_server.bench.report import BenchResult, format_result, load_previous, write_results
+from vllm_frontend_bench.report import BenchResult, format_result, load_previous, write_results
 
 ALL = ("B1", "B1r", "B2", "B3", "B4")
 
 
-def add_bench_parser(sub: Any) -> argparse.ArgumentParser:
-    """Register `bench` on the `vllm-frontend` subparsers."""
-    bench: argparse.ArgumentParser = sub.add_parser(
-        "bench", help="run the benchmarks (figures beside their baselines)"
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    return run_bench(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The `vllm-frontend-bench` argument parser."""
+    bench = argparse.ArgumentParser(prog="vllm-frontend-bench", description=__doc__.splitlines()[0])
     bench.add_argument("--only", default=",".join(ALL), help="comma-separated subset of B1,B1r,B2,B3,B4")
     bench.add_argument("--quick", action="store_true", help="small sizes and one repeat (a smoke run)")
     bench.add_argument("--repeats", type=int, help="repeats per figure (default 5 for B2, 3 otherwise)")
@@ -43,7 +50,6 @@ def add_bench_parser(sub: Any) -> argparse.ArgumentParser:
     )
     bench.add_argument("--log-dir", type=Path, help="server logs of B3/B4 (default: beside --output)")
     bench.add_argument("--log-level", default="warning", help=argparse.SUPPRESS)
-    bench.set_defaults(func=run_bench)
     return bench
 
 
@@ -69,7 +75,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     asyncio.run(_run(selected, args, emit))
     results.sort(key=lambda r: r.key)
-    command = shlex.join(["vllm-frontend", *sys.argv[1:]])
+    command = shlex.join(["vllm-frontend-bench", *sys.argv[1:]])
     write_results(args.output, results, command=command, settings={"quick": args.quick, "only": selected})
     targets = [t for r in results for t in r.targets]
     print(f"targets met: {sum(t.met for t in targets)} of {len(targets)}; results written to {args.output}")
@@ -84,25 +90,25 @@ async def _run(selected: list[str], args: argparse.Namespace, emit: Callable[[Be
     """Run the selected benchmarks in the order B2, B1, B1r, B3+B4 (B3 and B4 share the worker)."""
     quick = args.quick
     if "B2" in selected:
-        from vllm_server.bench.codec import run_codec
+        from vllm_frontend_bench.codec import run_codec
 
         emit(run_codec(repeats=args.repeats or (2 if quick else 5), seconds_per_repeat=0.1 if quick else 0.2))
     if "B1" in selected:
-        from vllm_server.bench.hop import QUICK_HOP, HopPlan, hop_result, measure_hop
+        from vllm_frontend_bench.hop import QUICK_HOP, HopPlan, hop_result, measure_hop
 
         plan = QUICK_HOP if quick else HopPlan()
         if args.repeats:
             plan = dataclasses.replace(plan, repeats=args.repeats)
         emit(hop_result(await measure_hop(plan), plan.repeats))
     if "B1R" in selected:
-        from vllm_server.bench.slow_reader import QUICK_SLOW_READER, SlowReaderPlan, run_slow_reader
+        from vllm_frontend_bench.slow_reader import QUICK_SLOW_READER, SlowReaderPlan, run_slow_reader
 
         slow = QUICK_SLOW_READER if quick else SlowReaderPlan()
         if args.repeats:
             slow = dataclasses.replace(slow, repeats=args.repeats)
         emit(await run_slow_reader(slow))
     if "B3" in selected or "B4" in selected:
-        from vllm_server.bench.http_e2e import QUICK_HTTP, HttpPlan, run_http
+        from vllm_frontend_bench.http_e2e import QUICK_HTTP, HttpPlan, run_http
 
         http = QUICK_HTTP if quick else HttpPlan()
         if args.repeats:
@@ -120,6 +126,10 @@ async def _run(selected: list[str], args: argparse.Namespace, emit: Callable[[Be
 
 
 def _tiny_model() -> Path:
-    from vllm_llm.tiny_model import build_tiny_model
+    from vllm_frontend_testing.tiny_model import build_tiny_model
 
     return build_tiny_model()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

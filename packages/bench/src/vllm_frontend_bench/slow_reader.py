@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_frontend_bench.hop import STEPS_PER_S, hop_request, hop_worker
+from vllm_frontend_bench.report import BenchResult, Row, Target
+from vllm_frontend_bench.stats import Summary, percentile
 from vllm_llm import Llm
-from vllm_server.bench.hop import STEPS_PER_S, hop_request, hop_worker
-from vllm_server.bench.report import BenchResult, Row, Target
-from vllm_server.bench.stats import Summary, percentile
 
 #: The channel options of the proposed RemoteLlm change.
 SMALL_WINDOW: tuple[tuple[str, Any], ...] = (

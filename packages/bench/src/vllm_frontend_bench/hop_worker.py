@@ -1,6 +1,6 @@
 """The server side of B1: a MockLlm behind a GrpcFrontend, in its own process.
 
-    python -m vllm_server.bench.hop_worker --step-interval 0.01
+    python -m vllm_frontend_bench.hop_worker --step-interval 0.01
 
 prints `PORT <n>` once it serves, and stops on SIGTERM / SIGINT or when its stdin closes.
 """

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from vllm_server.bench.stats import percentile
+from vllm_frontend_bench.stats import percentile
 
 
 class _Delta(msgspec.Struct):

@@ -6,7 +6,7 @@ load: streaming chat completions with fixed `max_tokens` and `ignore_eos`, at ea
 When B4 runs too, its worker is this benchmark's server (started once), see `run_http`.
 
 Placement: the load generator (this process, while it measures) and B4's router stand for other hosts;
-they run on the CPUs the engine did not bind its OpenMP threads to (`processes.spare_cpus`), so they do
+they run on the CPUs the engine did not bind its OpenMP threads to (`placement.spare_cpus`), so they do
 not preempt the forward pass, as they never could on a GPU. Each server's own processes are left as
 they place themselves: our frontend keeps off the engine's CPUs once its engine is ready
 (`vllm-frontend serve --frontend-affinity auto`, the default; `vllm_server.affinity`), vLLM's API
@@ -21,29 +21,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_frontend_bench.http_figures import Measured, load_rows, tokens_per_chunk_note
+from vllm_frontend_bench.loadgen import Load, run_load
+from vllm_frontend_bench.placement import engine_cpus, pinned_here, spare_cpus
+from vllm_frontend_bench.report import BenchResult, Target
+from vllm_frontend_bench.router import router_result, start_router
+from vllm_frontend_testing.processes import ServerProcess, free_port, frontend_argv, start_server
 from vllm_server.affinity import pin
-from vllm_server.bench.loadgen import Load, LoadStats, run_load
-from vllm_server.bench.processes import (
-    ServerProcess,
-    engine_cpus,
-    free_port,
-    frontend_argv,
-    pinned_here,
-    spare_cpus,
-    start_server,
-)
-from vllm_server.bench.report import BenchResult, Row, Target
-from vllm_server.bench.router import router_result, start_router
-from vllm_server.bench.stats import Summary
 
 MODEL_NAME = "tiny"
 ENGINE_FLAGS = ("--dtype", "float32", "--max-model-len", "512", "--disable-log-stats")
 #: `vllm-frontend serve --model` always runs the engine eager (EngineCoreConfig.enforce_eager defaults to
 #: True and has no flag); vLLM's server compiles by default, so it is told to run eager too.
 VLLM_ONLY_FLAGS = ("--enforce-eager", "--disable-uvicorn-access-log", "--uvicorn-log-level", "warning")
-
-#: Per concurrency level: the figures of each repeat.
-Measured = dict[int, list[LoadStats]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +78,7 @@ async def start_worker(
         "--host", "127.0.0.1", "--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "warning",
     )  # fmt: skip
     server = await start_server(
-        "worker", argv, base_url=f"http://127.0.0.1:{port}", ready_path="/ready", log_dir=log_dir
+        "worker", argv, http_port=port, ready_path="/ready", log_path=log_dir / "worker.log"
     )
     return server, grpc_port
 
@@ -102,7 +92,7 @@ async def start_vllm(model_dir: Path, log_dir: Path, engine_flags: Sequence[str]
         "--port", str(port),
     ]  # fmt: skip
     return await start_server(
-        "vllm-serve", argv, base_url=f"http://127.0.0.1:{port}", ready_path="/health", log_dir=log_dir
+        "vllm-serve", argv, http_port=port, ready_path="/health", log_path=log_dir / "vllm-serve.log"
     )
 
 
@@ -142,37 +132,6 @@ async def _measure(servers: Sequence[ServerProcess], plan: HttpPlan) -> list[Mea
                     raise RuntimeError(f"{server.name}: {stats.failed} requests failed:\n{server.log_tail()}")
                 into.setdefault(load.concurrency, []).append(stats)
     return measured
-
-
-def load_rows(ours: Measured, baseline: Measured) -> list[Row]:
-    """Rows of every level: throughput (higher wins) and latency (lower wins)."""
-    fields: list[tuple[str, str, str, bool]] = [
-        ("requests_per_s", "req/s", "req/s", True),
-        ("output_tokens_per_s", "output tok/s", "tok/s", True),
-        ("ttft_p50_ms", "TTFT p50", "ms", False),
-        ("ttft_p99_ms", "TTFT p99", "ms", False),
-        ("itl_p50_ms", "ITL p50", "ms", False),
-        ("itl_p99_ms", "ITL p99", "ms", False),
-    ]
-    rows = []
-    for c in sorted(ours):
-        for attr, label, unit, higher in fields:
-            rows.append(
-                Row(
-                    f"c={c} {label}",
-                    unit,
-                    Summary.of([getattr(s, attr) for s in ours[c]]),
-                    Summary.of([getattr(s, attr) for s in baseline.get(c, [])]),
-                    better="higher" if higher else "lower",
-                )
-            )
-    return rows
-
-
-def tokens_per_chunk_note(label: str, measured: Measured) -> str:
-    """How many tokens each content chunk carried on average, per level."""
-    parts = [f"c={c}: {sum(s.tokens_per_chunk for s in v) / len(v):.2f}" for c, v in sorted(measured.items())]
-    return f"{label} tokens per SSE chunk: " + ", ".join(parts)
 
 
 def http_result(ours: Measured, vllm: Measured, plan: HttpPlan) -> BenchResult:
@@ -216,7 +175,7 @@ async def run_http(
         if b4:
             router = await start_router(grpc_port, log_dir)
             if cpus is not None:
-                pin(router.process.pid, cpus)
+                pin(router.pid, cpus)
         servers = [worker, *([router] if router is not None else [])]
         for server in servers:
             await warm_up(server, plan)

@@ -6,13 +6,10 @@ The worker and its measurement come from `http_e2e.run_http`; repeats alternate 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from vllm_server.bench.processes import ServerProcess, free_port, frontend_argv, start_server
-from vllm_server.bench.report import BenchResult, Target
-
-if TYPE_CHECKING:
-    from vllm_server.bench.http_e2e import Measured
+from vllm_frontend_bench.http_figures import Measured, load_rows, tokens_per_chunk_note
+from vllm_frontend_bench.report import BenchResult, Target
+from vllm_frontend_testing.processes import ServerProcess, free_port, frontend_argv, start_server
 
 RATIO_TARGET = 0.8
 
@@ -25,14 +22,12 @@ async def start_router(worker_grpc_port: int, log_dir: Path) -> ServerProcess:
         "--grpc-port", "-1", "--log-level", "warning",
     )  # fmt: skip
     return await start_server(
-        "router", argv, base_url=f"http://127.0.0.1:{port}", ready_path="/ready", log_dir=log_dir
+        "router", argv, http_port=port, ready_path="/ready", log_path=log_dir / "router.log"
     )
 
 
 def router_result(router: Measured, worker: Measured, repeats: int) -> BenchResult:
     """The B4 result: throughput of router -> worker vs the worker alone, at every level."""
-    from vllm_server.bench.http_e2e import load_rows, tokens_per_chunk_note
-
     result = BenchResult(
         key="B4",
         title="router: router -> worker vs the worker alone (load of B3)",

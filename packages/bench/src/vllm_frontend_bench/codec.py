@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_frontend_bench.report import BenchResult, Row, Target
+from vllm_frontend_bench.stats import Summary
 from vllm_llm.wire import GenerateOutput, GenerateRequest, LogprobRow, SamplingParams, decoder, encode
-from vllm_server.bench.report import BenchResult, Row, Target
-from vllm_server.bench.stats import Summary
 
 REQUEST_ID = "chatcmpl-3f1c2a9e8b7d4c6f9a0e1d2c3b4a5f6e"
 PROMPT_LEN = 200

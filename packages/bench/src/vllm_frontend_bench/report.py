@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from vllm_server.bench.stats import Summary
+from vllm_frontend_bench.stats import Summary
 
 Better = Literal["higher", "lower"]
 

@@ -1,0 +1,66 @@
+"""`TextRequest` and its `TextSamplingParams`: what a caller of the text layer asks for.
+
+Their own module because both the text layer and its lowering (`_text_lowering`) read them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from vllm_llm.wire import LoraRequest, RepetitionDetection, StructuredOutputs
+
+__all__ = ["TextRequest", "TextSamplingParams"]
+
+
+class TextSamplingParams(msgspec.Struct, kw_only=True):
+    """User-facing sampling parameters; None means the generation-config default, then vLLM's."""
+
+    n: int = 1
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    """None: the generation config's max_new_tokens, at most what fits in max_model_len."""
+    min_tokens: int = 0
+    stop: list[str] = []
+    stop_token_ids: list[int] = []
+    ignore_eos: bool = False
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    logprobs: int | None = None
+    """Top logprobs per output token (-1: the whole vocabulary)."""
+    prompt_logprobs: int | None = None
+    logit_bias: dict[int, float] | None = None
+    allowed_token_ids: list[int] | None = None
+    bad_words: list[str] = []
+    structured_outputs: StructuredOutputs | None = None
+    repetition_detection: RepetitionDetection | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    extra_args: dict[str, Any] | None = None
+    stream_interval: int | None = None
+    """Stream every this many new tokens (first and last at once); None: the Llm's own interval."""
+
+
+class TextRequest(msgspec.Struct, kw_only=True):
+    """A text (or pre-tokenized) prompt with its sampling parameters and engine options."""
+
+    request_id: str
+    prompt: str | list[int]
+    params: TextSamplingParams = msgspec.field(default_factory=TextSamplingParams)
+    add_special_tokens: bool = True
+    """Tokenize a text prompt with the tokenizer's special tokens (bos) added."""
+    lora_request: LoraRequest | None = None
+    cache_salt: str | None = None
+    priority: int = 0
+    data_parallel_rank: int | None = None
+    trace_headers: dict[str, str] | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    arrival_time: float | None = None

@@ -1,0 +1,19 @@
+"""`Route`: one row of the HTTP route table, a method and a path next to their handler."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
+
+__all__ = ["Handler", "Route"]
+
+#: A FastAPI endpoint: its signature declares what FastAPI parses and validates from the request.
+Handler = Callable[..., Awaitable[Any]]
+
+
+class Route(NamedTuple):
+    """One (method, path, handler) row; the path is also the route's metrics label."""
+
+    method: str
+    path: str
+    handler: Handler

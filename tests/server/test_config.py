@@ -1,0 +1,119 @@
+"""`EngineCoreConfig` over `EngineCoreSettings`: what the server adds, and the flat `/server_info` config."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vllm_llm import EngineCoreSettings
+from vllm_server.cli import _parser, frontend_config
+from vllm_server.config import EngineCoreConfig, LoraModule
+
+WORKER_ARGS = [
+    "serve",
+    "--model",
+    "/models/m",
+    "--served-model-name",
+    "tiny",
+    "alias",
+    "--tokenizer",
+    "/models/tok",
+    "--api-key",
+    "secret",
+    "--port",
+    "0",
+    "--lora-modules",
+    "a=/loras/a",
+    "--profiler-dir",
+    "/prof",
+    "--dtype",
+    "float32",
+]
+
+
+def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
+    flat = frontend_config(_parser().parse_args(WORKER_ARGS)).flat()
+    server: dict[str, object] = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "grpc_port": 50051,
+        "grpc_host": None,
+        "ssl_certfile": None,
+        "ssl_keyfile": None,
+        "ssl_ca_certs": None,
+        "api_key": "<redacted>",
+        "served_model_name": ["tiny", "alias"],
+        "allowed_origins": [],
+        "allow_credentials": False,
+        "allowed_methods": ["*"],
+        "allowed_headers": ["*"],
+        "dev_mode": False,
+        "enable_runtime_lora": False,
+        "chat_template": None,
+        "shutdown_grace_period": 30.0,
+        "max_request_body_bytes": 32 << 20,
+        "max_grpc_message_bytes": 64 << 20,
+        "log_level": "info",
+        "freeze_gc_heap": True,
+        "keep_off_engine_cpus": True,
+    }
+    engine: dict[str, object] = {
+        "model": "/models/m",
+        "tokenizer": "/models/tok",
+        "dtype": "float32",
+        "max_model_len": None,
+        "data_parallel_size": 1,
+        "seed": 0,
+        "enforce_eager": True,
+        "max_num_seqs": None,
+        "max_num_batched_tokens": None,
+        "enable_prefix_caching": None,
+        # as given: the adapters of lora_modules enable LoRA in the engine's settings, not here
+        "enable_lora": False,
+        "max_loras": 1,
+        "max_lora_rank": 16,
+        "lora_modules": [{"name": "a", "path": "/loras/a", "base_model_name": None}],
+        "enable_sleep_mode": False,
+        "enable_prompt_embeds": False,
+        "structured_outputs_backend": "auto",
+        "log_stats": True,
+        "randomize_request_ids": True,
+        "profiler_dir": "/prof",
+        "stream_interval": 1,
+        "engine_args": {},
+    }
+    assert flat == server | engine
+
+
+def test_engine_settings_add_what_the_server_serves() -> None:
+    modules = tuple(LoraModule(name=f"lora{i}", path=f"/loras/{i}") for i in range(3))
+    given = EngineCoreSettings(model="/models/m", max_loras=2, engine_args={"kv_cache_dtype": "auto"})
+    config = EngineCoreConfig(settings=given, lora_modules=modules, profiler_dir="/prof")
+    settings = config.engine_settings("tiny")
+    assert settings.served_model_name == "tiny"
+    assert (settings.enable_lora, settings.max_loras) == (True, 3)  # every start-up adapter fits
+    assert settings.engine_args == {
+        "kv_cache_dtype": "auto",
+        "profiler_config": {"profiler": "torch", "torch_profiler_dir": "/prof"},
+    }
+    untouched = {"served_model_name", "enable_lora", "max_loras", "engine_args"}
+    for f in dataclasses.fields(given):
+        if f.name not in untouched:
+            assert getattr(settings, f.name) == getattr(given, f.name), f.name
+    assert config.settings == given  # derived, not mutated
+    assert given.engine_args == {"kv_cache_dtype": "auto"}
+
+
+def test_engine_settings_without_additions_are_the_settings() -> None:
+    given = EngineCoreSettings(model="/models/m", served_model_name="own", max_loras=4)
+    config = EngineCoreConfig(settings=given)
+    assert config.engine_settings(None) == given  # no server name: the settings' own
+    assert config.engine_settings("tiny") == dataclasses.replace(given, served_model_name="tiny")
+
+
+def test_a_server_logs_engine_stats_unless_told_not_to() -> None:
+    # /metrics reports the engine's running and waiting requests only when the engine logs stats
+    assert EngineCoreSettings(model="m").log_stats is True  # vLLM's default: --disable-log-stats unset
+    cli = frontend_config(_parser().parse_args(WORKER_ARGS)).engine_core
+    assert cli is not None and cli.settings.log_stats is True
+    quiet = frontend_config(_parser().parse_args([*WORKER_ARGS, "--disable-log-stats"])).engine_core
+    assert quiet is not None and quiet.settings.log_stats is False
