@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from tests.llm.harness import Harness, collect
-from vllm_llm import GenerateStream, InvalidRequest, PromptTooLong
+from tests.support.timing import PATIENCE
+from vllm_llm import InvalidRequest, PromptTooLong
 from vllm_llm.wire import WIRE_REVISION, FinishReason
 
 
@@ -152,15 +153,16 @@ async def test_pause_turns_readiness_false_and_resume_back(harness: Harness) -> 
 async def test_a_reader_cancelled_mid_read_still_aborts_on_close(harness: Harness) -> None:
     stream = await harness.llm.generate(harness.request("cancelled", max_tokens=400, ignore_eos=True))
     await stream.__anext__()
-    reader = asyncio.ensure_future(_read_all(stream))
-    await asyncio.sleep(0)  # let the reader block inside the stream
+    reading = asyncio.Event()
+
+    async def read_all() -> None:
+        async for _ in stream:
+            reading.set()  # and back into the stream for the next output, where the cancel finds it
+
+    reader = asyncio.ensure_future(read_all())
+    await asyncio.wait_for(reading.wait(), PATIENCE)
     reader.cancel()
     with pytest.raises(asyncio.CancelledError):
         await reader
     await stream.aclose()
     assert await harness.in_flight() == 0
-
-
-async def _read_all(stream: GenerateStream) -> None:
-    async for _ in stream:
-        pass

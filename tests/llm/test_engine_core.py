@@ -12,9 +12,10 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.llm.harness import collect
+from tests.support.engine_recorder import REFUSE_PREFIX, EngineRecorder
 from tests.support.vllm_oracle import VllmOracle
+from vllm_frontend_testing.tiny_model import build_tiny_lora
 from vllm_llm import EngineCoreLlm, Unsupported
-from vllm_llm.tiny_model import build_tiny_lora
 from vllm_llm.wire import (
     FinishReason,
     GenerateRequest,
@@ -64,7 +65,7 @@ async def test_greedy_tokens_and_logprobs_equal_vllm_generate(
 EMBEDS = Tensor.from_bytes("float32", [2, 128], bytes(range(256)) * 4)
 
 EVERY_FIELD = GenerateRequest(
-    request_id="every-field",
+    request_id=f"{REFUSE_PREFIX}every-field",
     prompt_token_ids=[1, 286, 669],
     sampling_params=SamplingParams(
         temperature=0.7,
@@ -226,34 +227,27 @@ def test_field_tables_cover_the_whole_spec() -> None:
     assert set(SAMPLING_FIELDS) == set(SamplingParams.__struct_fields__)
 
 
-async def test_every_field_reaches_the_engine_intact(
-    engine_llm: EngineCoreLlm, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sent: list[Any] = []
-
-    async def record(request: Any) -> None:
-        # Record what the engine-core client would send; do not run it (it pins odd parameters).
-        sent.append(request)
-
-    client = engine_llm._client  # the engine-core client this Llm drives
-    monkeypatch.setattr(client, "add_request_async", record)
-    stream = await engine_llm.generate(EVERY_FIELD)
-    await stream.aclose()
-    (ecr,) = sent
-    # What a real client would put on the ZMQ wire decodes back to the same request.
-    from vllm.v1.engine import EngineCoreRequest
-    from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
-
-    ecr = MsgpackDecoder(EngineCoreRequest).decode(MsgpackEncoder().encode(ecr))
+def assert_arrived_intact(ecr: Any, sent: GenerateRequest) -> None:
+    """`ecr`, as the engine core received it, carries every field of `sent` intact."""
     for name, extract in REQUEST_FIELDS.items():
-        assert extract(ecr) == getattr(EVERY_FIELD, name), name
+        assert extract(ecr) == getattr(sent, name), name
     for name, extract in SAMPLING_FIELDS.items():
-        want = getattr(EVERY_FIELD.sampling_params, name)
+        want = getattr(sent.sampling_params, name)
         if name in ("stop_token_ids", "all_stop_token_ids"):
             want = sorted(want)
         assert extract(ecr) == want, name
-    assert ecr.request_id.startswith("every-field-")
-    assert ecr.request_id != "every-field"
+    # The engine's own id is a fresh internal one; the external id travels beside it.
+    assert ecr.request_id.startswith(f"{sent.request_id}-")
+
+
+async def test_every_field_reaches_the_engine_intact(
+    engine_llm: EngineCoreLlm, engine_recorder: EngineRecorder
+) -> None:
+    # Recorded inside the engine-core process, as vLLM decoded it off the ZMQ socket; then refused there
+    # (the adapter path does not exist), which the stream reports as an engine error.
+    got = await collect(await engine_llm.generate(EVERY_FIELD))
+    assert got.finish_reason == FinishReason.ERROR
+    assert_arrived_intact(engine_recorder.received_one(EVERY_FIELD.request_id), EVERY_FIELD)
 
 
 async def test_multimodal_features_need_a_multimodal_model(engine_llm: EngineCoreLlm) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import itertools
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +22,16 @@ from tests.support.grpc_serving import (
     request,
     serving,
 )
+from tests.support.timing import PATIENCE
 from vllm_llm import GenerateStream, MockLlm
 from vllm_llm.wire import SERVICE_NAME, FinishReason
 from vllm_remote_llm import RemoteLlm
+from vllm_remote_llm._readiness import ReadinessWatch
+
+#: How long readiness must stay true while one worker pauses: three times the settle time after which
+#: the RemoteLlm's readiness turns false without a serving worker, so a watch left on the paused worker
+#: (instead of moving to the one that serves) would show as a False within the window.
+FLICKER_WINDOW = 3 * inspect.signature(ReadinessWatch).parameters["settle"].default
 
 
 @dataclass
@@ -58,6 +68,41 @@ async def remote(workers: list[Worker]) -> AsyncIterator[RemoteLlm]:
 
 async def _run(remote: RemoteLlm, request_id: str) -> list[Any]:
     return [o async for o in await remote.generate(request(request_id, max_tokens=2))]
+
+
+_probes = itertools.count()
+
+
+async def _probe(remote: RemoteLlm, workers: list[Worker]) -> Worker:
+    """The worker the channel picks for a request (accepted by then); a paused one's request is aborted."""
+    request_id = f"probe-{next(_probes)}"
+    stream = await remote.generate(request(request_id, max_tokens=2))
+    (picked,) = [w for w in workers if w.got(request_id)]
+    if picked.llm.subscribe_readiness().value:
+        assert [o async for o in stream][-1].finish_reason == FinishReason.LENGTH
+    else:
+        await stream.aclose()  # a paused worker would never produce it
+    return picked
+
+
+async def _until_only(remote: RemoteLlm, workers: list[Worker], serving: Worker) -> None:
+    """Wait until the client's own health check took every other worker out of the rotation.
+
+    With two workers in round_robin's rotation consecutive picks alternate, so two picks in a row of
+    `serving` mean the other one is out.
+    """
+    deadline = time.monotonic() + PATIENCE
+    in_a_row = 0
+    while in_a_row < 2:
+        assert time.monotonic() < deadline, "the channel kept picking a worker that does not serve"
+        in_a_row = in_a_row + 1 if await _probe(remote, workers) is serving else 0
+
+
+async def _until_picked(remote: RemoteLlm, workers: list[Worker], worker: Worker) -> None:
+    """Wait until the channel picks `worker` again (its client-side health check saw it serving)."""
+    deadline = time.monotonic() + PATIENCE
+    while await _probe(remote, workers) is not worker:
+        assert time.monotonic() < deadline, "the channel never picked the worker again"
 
 
 async def test_requests_spread_over_both_workers(workers: list[Worker], remote: RemoteLlm) -> None:
@@ -109,7 +154,7 @@ async def test_a_worker_that_stops_serving_gets_no_more_requests(
     paused.llm.pause()  # NOT_SERVING; it would still take requests, which would never produce
     async with raw_client(paused.served.target) as (_, health):
         assert (await health.Check(health_request(SERVICE_NAME))).status == NOT_SERVING
-    await asyncio.sleep(0.2)  # the client's own health watch of that worker sees it at the same time
+    await _until_only(remote, workers, left)
     before = (len(paused.llm.requests), len(left.llm.requests))
     for i in range(10):
         assert (await _run(remote, f"after-pause-{i}"))[-1].finish_reason == FinishReason.LENGTH
@@ -129,10 +174,10 @@ async def test_readiness_is_true_while_any_worker_serves(workers: list[Worker], 
     first, second = workers
     for worker in (first, second, first):  # whichever worker the watch is on, it moves
         worker.llm.pause()
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(FLICKER_WINDOW)  # the window in which a flicker would show, not a wait
         assert readiness.value is True
         worker.llm.resume()
-        await asyncio.sleep(0.1)
+        await _until_picked(remote, workers, worker)  # serving again before the next one pauses
     assert False not in seen
     first.llm.pause()
     second.llm.pause()

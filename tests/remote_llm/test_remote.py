@@ -117,8 +117,14 @@ async def test_abort_while_waiting_for_the_first_output(mock: MockLlm, remote: R
 
 async def test_cancelling_the_consumer_cancels_the_call(mock: MockLlm, remote: RemoteLlm) -> None:
     stream = await remote.generate(request("consumer", max_tokens=100_000))
-    task = asyncio.ensure_future(_collect(stream))
-    await asyncio.sleep(0.05)
+    reading = asyncio.Event()
+
+    async def consume() -> None:
+        async for _ in stream:
+            reading.set()  # and back into the stream for the next output, where the cancel finds it
+
+    task = asyncio.ensure_future(consume())
+    await asyncio.wait_for(reading.wait(), 5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

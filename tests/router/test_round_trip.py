@@ -1,22 +1,25 @@
 """Through the router hop nothing is lost: RemoteLlm → server (over a provided Llm, so no Control) → engine.
 
-The same requests go to the EngineCoreLlm directly and through the hop; the engine must receive the same
-EngineCoreRequest field by field, and the caller must see the same outputs.
+A request with every field set goes through the hop; the engine-core process must receive it field by
+field as sent. The same requests go to the EngineCoreLlm directly and through the hop; the caller must see
+the same outputs.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import msgspec
 import pytest
 import pytest_asyncio
 
-from tests.llm.test_engine_core import EVERY_FIELD, REQUEST_FIELDS, SAMPLING_FIELDS
+from tests.llm.harness import collect
+from tests.llm.test_engine_core import EVERY_FIELD, assert_arrived_intact
 from tests.support.delegating import DelegatingLlm
+from tests.support.engine_recorder import REFUSE_PREFIX, EngineRecorder
 from tests.support.servers import RunningServer, start_server
-from vllm_llm import EngineCoreLlm, Llm, TextLlm, TextRequest, TextSamplingParams
+from vllm_llm import EngineCoreLlm, TextLlm, TextRequest, TextSamplingParams
+from vllm_llm.wire import FinishReason
 from vllm_remote_llm import RemoteLlm
 from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource
@@ -34,34 +37,15 @@ async def hop(engine_llm: EngineCoreLlm) -> AsyncIterator[tuple[RunningServer, R
     await server.stop()
 
 
-async def _sent_to_engine(engine: EngineCoreLlm, llm: Llm, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """What `llm.generate(EVERY_FIELD)` makes the engine-core client send (recorded, not run)."""
-    from vllm.v1.engine import EngineCoreRequest
-    from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
-
-    sent: list[Any] = []
-
-    async def record(request: Any) -> None:
-        sent.append(request)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(engine._client, "add_request_async", record)
-        stream = await llm.generate(EVERY_FIELD)
-        await stream.aclose()
-    (ecr,) = sent
-    return MsgpackDecoder(EngineCoreRequest).decode(MsgpackEncoder().encode(ecr))
-
-
-async def test_the_engine_receives_the_same_request_through_the_hop(
-    engine_llm: EngineCoreLlm, hop: tuple[RunningServer, RemoteLlm], monkeypatch: pytest.MonkeyPatch
+async def test_the_engine_core_receives_every_field_through_the_hop(
+    hop: tuple[RunningServer, RemoteLlm], engine_recorder: EngineRecorder
 ) -> None:
+    # Recorded inside the engine-core process (tests.support.engine_recorder), then refused there.
     _, remote = hop
-    direct = await _sent_to_engine(engine_llm, engine_llm, monkeypatch)
-    via_hop = await _sent_to_engine(engine_llm, remote, monkeypatch)
-    for name, extract in REQUEST_FIELDS.items():
-        assert extract(via_hop) == extract(direct) == getattr(EVERY_FIELD, name), name
-    for name, extract in SAMPLING_FIELDS.items():
-        assert extract(via_hop) == extract(direct), name
+    request = msgspec.structs.replace(EVERY_FIELD, request_id=f"{REFUSE_PREFIX}every-field-via-hop")
+    got = await collect(await remote.generate(request))
+    assert got.finish_reason == FinishReason.ERROR
+    assert_arrived_intact(engine_recorder.received_one(request.request_id), request)
 
 
 CASES = [

@@ -3,84 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import re
-import signal
-import sys
+import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import httpx
 import pytest_asyncio
 from openai import AsyncOpenAI
 
-EXE = str(Path(sys.executable).with_name("vllm-frontend"))
-
-
-@dataclass
-class Frontend:
-    """A `vllm-frontend serve` process and the ports it reports."""
-
-    proc: asyncio.subprocess.Process
-    http_port: int = 0
-    grpc_port: int | None = None
-    log: list[str] = field(default_factory=list)
-    reader: asyncio.Task[None] | None = None
-
-    @classmethod
-    async def start(cls, *args: str) -> Frontend:
-        """Start `vllm-frontend serve ARGS...` on ephemeral ports and wait until it listens."""
-        proc = await asyncio.create_subprocess_exec(
-            EXE, "serve", "--port", "0", *args, stderr=asyncio.subprocess.PIPE
-        )
-        front = cls(proc)
-        assert proc.stderr is not None
-        while True:
-            raw = await asyncio.wait_for(proc.stderr.readline(), 120)
-            if not raw:
-                raise RuntimeError("\n".join(front.log))
-            line = raw.decode(errors="replace").rstrip()
-            front.log.append(line)
-            m = re.search(r"listening: HTTP on [\d.]+:(\d+), gRPC on (\w+)", line)
-            if m:
-                front.http_port = int(m.group(1))
-                front.grpc_port = int(m.group(2)) if m.group(2).isdigit() else None
-                break
-        front.reader = asyncio.create_task(front._read_rest())
-        return front
-
-    async def _read_rest(self) -> None:
-        assert self.proc.stderr is not None
-        async for raw in self.proc.stderr:
-            self.log.append(raw.decode(errors="replace").rstrip())
-
-    async def stop(self) -> None:
-        """SIGTERM, then wait."""
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(self.proc.wait(), 60)
-        if self.reader is not None:
-            await self.reader
-
-    async def kill(self) -> None:
-        """SIGKILL, then wait."""
-        self.proc.send_signal(signal.SIGKILL)
-        await self.proc.wait()
-        if self.reader is not None:
-            await self.reader
+from vllm_frontend_testing.processes import Frontend, mock_worker, router_over
 
 
 @pytest_asyncio.fixture
 async def cluster(tiny_model_dir: Path) -> AsyncIterator[tuple[Frontend, list[Frontend]]]:
     """Two `--mock` workers and a `--remote ipv4:...` router."""
-    workers = [
-        await Frontend.start("--mock", "--grpc-port", "0", "--served-model-name", "tiny") for _ in range(2)
-    ]
-    target = "ipv4:" + ",".join(f"127.0.0.1:{w.grpc_port}" for w in workers)
-    tokenizer = str(tiny_model_dir)
-    router = await Frontend.start(
-        "--remote", target, "--grpc-port", "-1", "--tokenizer", tokenizer, "--served-model-name", "tiny"
-    )
+    workers = [await mock_worker() for _ in range(2)]
+    router = await router_over(workers, tiny_model_dir)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{router.http_port}") as http:
         assert (await http.get("/ready")).status_code == 200  # it listens once its workers serve
     yield router, workers
@@ -96,17 +35,50 @@ async def _chat(client: AsyncOpenAI, i: int) -> str:
     return chat.choices[0].message.content or ""
 
 
-async def test_router_survives_a_worker_kill(cluster: tuple[Frontend, list[Frontend]]) -> None:
+LONG = {"model": "tiny", "prompt": "hello", "max_tokens": 480, "ignore_eos": True, "stream": True}
+
+
+async def _open_streams(stack: AsyncExitStack, http: httpx.AsyncClient, n: int) -> list[AsyncIterator[str]]:
+    """`n` long streamed completions, each past its first chunk (so each is running on a worker)."""
+    streams = []
+    for _ in range(n):
+        response = await stack.enter_async_context(http.stream("POST", "/v1/completions", json=LONG))
+        assert response.status_code == 200
+        lines = response.aiter_lines()
+        while not (await anext(lines)).startswith("data: "):
+            pass
+        streams.append(lines)
+    return streams
+
+
+async def _outcome(lines: AsyncIterator[str]) -> str:
+    """`finished` if the stream ran to its length, `failed` if it ended with an error event."""
+    events = [json.loads(line[6:]) async for line in lines if line.startswith("data: {")]
+    if any(c["choices"] and c["choices"][0]["finish_reason"] == "length" for c in events if "choices" in c):
+        return "finished"
+    assert "error" in events[-1], events[-1]
+    return "failed"
+
+
+async def test_requests_are_balanced_and_survive_a_worker_kill(
+    cluster: tuple[Frontend, list[Frontend]],
+) -> None:
     router, workers = cluster
     base = f"http://127.0.0.1:{router.http_port}"
     client = AsyncOpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
-    first = await asyncio.gather(*[_chat(client, i) for i in range(40)])
-    assert len(first) == 40
-    await workers[0].kill()
+    first = await asyncio.gather(*[_chat(client, i) for i in range(20)])
+    # 40 requests in flight, then one worker is killed: the requests it served fail, the others finish.
+    # Each side's share is the balancing (round robin gives 20 each; one worker alone would give 0/40).
+    async with AsyncExitStack() as stack, httpx.AsyncClient(base_url=base, timeout=120) as http:
+        streams = await _open_streams(stack, http, 40)
+        await workers[0].kill()
+        outcomes = await asyncio.gather(*[_outcome(s) for s in streams])
+    finished = outcomes.count("finished")
+    assert 10 <= finished <= 30, outcomes
     async with httpx.AsyncClient(base_url=base) as http:
         assert (await http.get("/health")).status_code == 200
     second = await asyncio.gather(*[_chat(client, i) for i in range(20)])
-    assert second == first[:20]  # deterministic mock: same prompt, same text, whichever worker served it
+    assert second == first  # deterministic mock: same prompt, same text, whichever worker served it
     n2 = await client.chat.completions.create(
         model="tiny", messages=[{"role": "user", "content": "two"}], max_tokens=4, n=2, temperature=0.5
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from vllm_llm import InvalidRequest, MockLlm
 from vllm_llm.chat import ChatLlm, ChatMessage, ChatRequest, FunctionCall, TextPart, ToolCall
 from vllm_llm.text import TextLlm, TextSamplingParams
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "chat_templates"
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -196,7 +195,7 @@ def test_template_errors_are_invalid_requests(text_llm: TextLlm) -> None:
     assert info.value.param == "continue_final_message"
 
 
-async def test_chat_stream_deltas(text_llm: TextLlm, mock_llm: MockLlm) -> None:
+async def test_chat_stream_deltas(text_llm: TextLlm, mock_llm: MockLlm, hf_tokenizer: Any) -> None:
     chat = ChatLlm(text_llm)
     stream = await chat.generate(
         ChatRequest(
@@ -207,7 +206,10 @@ async def test_chat_stream_deltas(text_llm: TextLlm, mock_llm: MockLlm) -> None:
     )
     deltas = [d async for d in stream]
     assert stream.prompt.prompt_token_ids == mock_llm.requests[0].prompt_token_ids
-    assert stream.prompt.prompt.startswith("<s><|user|>\nHi<|eot|>\n<|assistant|>\n")
+    hi = [{"role": "user", "content": "Hi"}]
+    assert stream.prompt.prompt == hf_tokenizer.apply_chat_template(
+        hi, tokenize=False, add_generation_prompt=True
+    )
     for i in (0, 1):
         mine = [d for d in deltas if d.index == i]
         assert mine[0].role == "assistant"
@@ -217,7 +219,7 @@ async def test_chat_stream_deltas(text_llm: TextLlm, mock_llm: MockLlm) -> None:
     assert deltas[-1].usage is not None
 
 
-async def test_continue_final_message_keeps_the_role(text_llm: TextLlm) -> None:
+async def test_continue_final_message_keeps_the_role(text_llm: TextLlm, hf_tokenizer: Any) -> None:
     result = await ChatLlm(text_llm).complete(
         ChatRequest(
             request_id="cf",
@@ -227,12 +229,18 @@ async def test_continue_final_message_keeps_the_role(text_llm: TextLlm) -> None:
             params=TextSamplingParams(max_tokens=3, ignore_eos=True),
         )
     )
-    assert result.prompt.prompt.endswith("<|assistant|>\nWell")
+    expected = hf_tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Well"}],
+        tokenize=False,
+        continue_final_message=True,
+    )
+    assert result.prompt.prompt == expected
+    assert expected.endswith("Well")  # continued: no end-of-turn after the final message
     assert result.choices[0].role == "assistant"
     assert len(result.choices[0].token_ids) == 3
 
 
-def test_invalid_tool_arguments_become_an_empty_object(text_llm: TextLlm) -> None:
+def test_invalid_tool_arguments_become_an_empty_object(text_llm: TextLlm, hf_tokenizer: Any) -> None:
     rendered = ChatLlm(text_llm).render(
         ChatRequest(
             request_id="t",
@@ -246,4 +254,15 @@ def test_invalid_tool_arguments_become_an_empty_object(text_llm: TextLlm) -> Non
             add_generation_prompt=False,
         )
     )
-    assert '{"name": "f", "arguments": ' + json.dumps({}) + "}" in rendered.prompt
+    # As transformers renders the call with arguments {} (its users pass arguments as objects).
+    expected = hf_tokenizer.apply_chat_template(
+        [
+            {"role": "user", "content": "x"},
+            {
+                "role": "assistant",
+                "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {}}}],
+            },
+        ],
+        tokenize=False,
+    )
+    assert rendered.prompt == expected

@@ -101,14 +101,25 @@ def test_lowering_matches_vllm(
     assert_same(ours[0].sampling_params, vllm_lowered(params, tiny_info, generation_config, vllm_tokenizer))
 
 
-def test_generation_defaults_fill_unset_params(text_llm: TextLlm) -> None:
+def test_generation_defaults_fill_unset_params(
+    text_llm: TextLlm, generation_config: dict[str, Any], hf_tokenizer: Any
+) -> None:
     (req,) = text_llm.lower(TextRequest(request_id="d", prompt=PROMPT))
     sp = req.sampling_params
-    assert (sp.temperature, sp.top_p, sp.top_k, sp.min_p) == (0.8, 0.95, 50, 0.0)
+    # The model's generation_config.json, not SamplingParams' own defaults (1.0, 1.0, 0 / -1).
+    expected = [generation_config[k] for k in ("temperature", "top_p", "top_k")]
+    assert [sp.temperature, sp.top_p, sp.top_k] == expected
+    assert expected != [1.0, 1.0, 0] and expected != [1.0, 1.0, -1]
+    assert sp.min_p == generation_config.get("min_p", 0.0)
     assert sp.max_tokens == MAX_MODEL_LEN - len(PROMPT)
-    assert sp.eos_token_id == 2
-    assert sp.stop_token_ids == [4]
-    assert sp.all_stop_token_ids == [2, 4]
+    # The tokenizer's eos is the eos; the config's other eos ids are stop ids, as vLLM's
+    # update_from_generation_config makes them.
+    eos = hf_tokenizer.eos_token_id
+    config_eos = generation_config["eos_token_id"]
+    assert sp.eos_token_id == eos
+    assert sp.stop_token_ids == [t for t in config_eos if t != eos]
+    assert sp.stop_token_ids
+    assert sorted(sp.all_stop_token_ids or []) == sorted({eos, *config_eos})
 
 
 def test_text_prompt_is_tokenized_with_bos(text_llm: TextLlm, hf_tokenizer: Any) -> None:

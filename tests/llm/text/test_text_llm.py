@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.timing import PATIENCE
 from vllm_llm import MockLlm
 from vllm_llm.text import TextDelta, TextLlm, TextRequest, TextSamplingParams
 
@@ -15,6 +16,11 @@ PROMPT = [1, 47, 76, 374, 86, 849, 336]
 
 def request(request_id: str, **params: Any) -> TextRequest:
     return TextRequest(request_id=request_id, prompt=PROMPT, params=TextSamplingParams(**params))
+
+
+async def engine_idle(mock_llm: MockLlm) -> None:
+    """Wait until the engine runs no request (an abort reaches it asynchronously)."""
+    await asyncio.wait_for(mock_llm.subscribe_running().wait_for(lambda n: n == 0), PATIENCE)
 
 
 async def free_run(text_llm: TextLlm, mock_llm: MockLlm, n: int = 30) -> list[int]:
@@ -56,8 +62,8 @@ async def test_stop_string_finishes_and_aborts_the_engine(
     assert kept == tokens[: len(kept)]
     assert stop in text_llm.decode(kept)[at:]
     assert stop not in text_llm.decode(kept[:-1])[at:] or len(text_llm.decode(kept[:-1])) > at + len(stop)
-    await asyncio.sleep(0)
-    assert mock_llm.aborted == ["s"]
+    await engine_idle(mock_llm)
+    assert mock_llm.aborted == ["s"]  # ended by the abort, not at max_tokens
     assert mock_llm.num_running == 0
     assert result.usage.completion_tokens == len(kept)
 
@@ -154,8 +160,8 @@ async def test_closing_the_stream_aborts_every_choice(text_llm: TextLlm, mock_ll
     stream = await text_llm.generate(request("c", n=2, max_tokens=400, ignore_eos=True))
     await stream.__anext__()
     await stream.aclose()
-    await asyncio.sleep(0)
-    assert sorted(mock_llm.aborted) == ["0_c", "1_c"]
+    await engine_idle(mock_llm)
+    assert sorted(mock_llm.aborted) == ["0_c", "1_c"]  # ended by the abort, not at max_tokens
     assert mock_llm.num_running == 0
 
 

@@ -141,14 +141,14 @@ async def test_roles_tools_and_template_options(mock_server: Served, mock_llm: M
 
 async def test_chat_echo(mock_server: Served) -> None:
     messages: list[Any] = [*MESSAGES, {"role": "assistant", "content": "Hel"}]
-    r = await mock_server.http.post(
-        "/v1/chat/completions",
-        json={
-            "messages": messages,
-            "max_tokens": 2,
-            "echo": True,
-            "add_generation_prompt": False,
-            "continue_final_message": True,
-        },
-    )
-    assert r.json()["choices"][0]["message"]["content"].startswith("Hel")
+    body: dict[str, Any] = {
+        "messages": messages,
+        "max_tokens": 2,
+        "add_generation_prompt": False,
+        "continue_final_message": True,
+    }
+    plain = await mock_server.http.post("/v1/chat/completions", json=body)
+    echoed = await mock_server.http.post("/v1/chat/completions", json={**body, "echo": True})
+    continuation = plain.json()["choices"][0]["message"]["content"]
+    assert continuation  # two tokens were generated after the final message
+    assert echoed.json()["choices"][0]["message"]["content"] == "Hel" + continuation

@@ -1,15 +1,17 @@
-"""`POST /v1/completions` over a MockLlm, through the official openai client (and httpx for vLLM extras)."""
+"""`POST /v1/completions` over a MockLlm (and, for what reaches the engine core, the session engine)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
+from tests.support.engine_recorder import EngineRecorder
 from tests.support.http_serving import MODEL, Served, serve, server_state
 from vllm_llm import MockLlm, TextRequest, TextResult, TextSamplingParams
-from vllm_llm.wire import LlmInfo, LoraRequest
+from vllm_llm.wire import LlmInfo, LoraRequest, StructuredOutputs
 from vllm_server.config import LoraModule
 
 
@@ -168,35 +170,70 @@ async def test_echo_prepends_the_prompt(mock_server: Served) -> None:
     assert only.choices[0].text == "hello world"
 
 
-async def test_sampling_params_reach_the_engine(mock_server: Served, mock_llm: MockLlm) -> None:
-    body = {
-        "model": MODEL,
-        "prompt": "hello",
-        "max_tokens": 5,
-        "temperature": 0.5,
-        "top_p": 0.9,
-        "top_k": 7,
-        "min_p": 0.1,
-        "presence_penalty": 0.5,
-        "frequency_penalty": 0.25,
-        "repetition_penalty": 1.1,
-        "seed": 3,
-        "min_tokens": 2,
-        "ignore_eos": True,
-        "logit_bias": {"300": 5.0},
-        "bad_words": ["hello"],
-        "user": "someone",
-        "response_format": {"type": "json_object"},
-    }
-    r = await mock_server.http.post("/v1/completions", json=body)
-    assert r.status_code == 200, r.text
-    sp = mock_llm.requests[-1].sampling_params
+SAMPLING_BODY: dict[str, Any] = {
+    "model": MODEL,
+    "prompt": "hello",
+    "max_tokens": 5,
+    "temperature": 0.5,
+    "top_p": 0.9,
+    "top_k": 7,
+    "min_p": 0.1,
+    "presence_penalty": 0.5,
+    "frequency_penalty": 0.25,
+    "repetition_penalty": 1.1,
+    "seed": 3,
+    "min_tokens": 2,
+    "ignore_eos": True,
+    "logit_bias": {"300": 5.0},
+    "bad_words": ["hello", "world"],
+    "user": "someone",
+    "response_format": {"type": "json_object"},
+}
+
+
+def vllm_bad_words(model_dir: Path, words: list[str]) -> list[list[int]]:
+    """The bad-words token ids vLLM itself derives for `words` (the oracle)."""
+    from vllm import SamplingParams as VllmSamplingParams
+    from vllm.tokenizers import get_tokenizer
+
+    params = VllmSamplingParams(bad_words=words)
+    params.update_from_tokenizer(get_tokenizer(str(model_dir)))
+    assert params._bad_words_token_ids is not None
+    return params._bad_words_token_ids
+
+
+def assert_body_params(sp: Any) -> None:
+    """`sp` (ours or vLLM's SamplingParams) carries every parameter of `SAMPLING_BODY`."""
     assert (sp.temperature, sp.top_p, sp.top_k, sp.min_p) == (0.5, 0.9, 7, 0.1)
     assert (sp.presence_penalty, sp.frequency_penalty, sp.repetition_penalty) == (0.5, 0.25, 1.1)
     assert (sp.seed, sp.min_tokens, sp.ignore_eos, sp.max_tokens) == (3, 2, True, 5)
     assert sp.logit_bias == {300: 5.0}
-    assert sp.bad_words_token_ids
-    assert sp.structured_outputs is not None and sp.structured_outputs.json_object is True
+
+
+async def test_body_parameters_are_lowered_into_the_llm_request(
+    mock_server: Served, mock_llm: MockLlm, tiny_model_dir: Path
+) -> None:
+    r = await mock_server.http.post("/v1/completions", json=SAMPLING_BODY)
+    assert r.status_code == 200, r.text
+    sp = mock_llm.requests[-1].sampling_params
+    assert_body_params(sp)
+    assert sp.bad_words_token_ids == vllm_bad_words(tiny_model_dir, ["hello", "world"])
+    assert sp.structured_outputs == StructuredOutputs(json_object=True)
+
+
+async def test_sampling_params_reach_the_engine_core(
+    engine_server: Served, engine_recorder: EngineRecorder, tiny_model_dir: Path
+) -> None:
+    # Observed inside the engine-core process (tests.support.engine_recorder), after the ZMQ hop.
+    r = await engine_server.http.post(
+        "/v1/completions", json=SAMPLING_BODY, headers={"X-Request-Id": "params-reach-engine"}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["completion_tokens"] == 5
+    sp = engine_recorder.received_one("cmpl-params-reach-engine-0").sampling_params
+    assert_body_params(sp)
+    assert sp._bad_words_token_ids == vllm_bad_words(tiny_model_dir, ["hello", "world"])
+    assert sp.structured_outputs.json_object is True
 
 
 @pytest.mark.parametrize(

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
 
+from tests.support.engine_recorder import EngineRecorder
 from tests.support.mock import tiny_mock
 from tests.support.servers import RunningServer, start_server
+from vllm_frontend_testing.tiny_model import build_tiny_lora
 from vllm_llm import EngineCoreLlm, MockLlm
 from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource, ProvidedEngineCoreLlm
@@ -56,19 +60,106 @@ async def test_engine_core_routes_are_404_over_a_provided_llm(
             assert response.json()["error"]["type"] == "NotFoundError"
 
 
-async def test_engine_core_routes_exist_over_an_owned_engine(worker: RunningServer) -> None:
-    async with httpx.AsyncClient(base_url=worker.base_url) as http:
-        assert (await http.get("/is_paused")).json() == {"is_paused": False}
-        assert (await http.get("/is_sleeping")).json() == {"is_sleeping": False}
-        assert (await http.get("/kv_event_sources")).json() == {}
-        assert (await http.post("/reset_prefix_cache")).json() == {"status": "ok"}
-        rpc = await http.post("/collective_rpc", json={"method": "check_health"})
-        assert rpc.json() == {"results": [None]}
-        for method, path in ENGINE_CORE_ROUTES:
-            if path in ("/pause", "/sleep", "/resume", "/wake_up"):
-                continue  # state-changing: exercised in the readiness test
-            response = await http.request(method, path, json={})
-            assert response.status_code != 404, (method, path)
+async def _json(http: httpx.AsyncClient, method: str, path: str, **kw: Any) -> Any:
+    response = await http.request(method, path, **kw)
+    assert response.status_code == 200, (method, path, response.text)
+    return response.json()
+
+
+async def test_engine_core_routes_answer_over_an_owned_engine(worker: RunningServer) -> None:
+    async with httpx.AsyncClient(base_url=worker.base_url, timeout=120) as http:
+        assert await _json(http, "GET", "/is_paused") == {"is_paused": False}
+        assert await _json(http, "GET", "/is_sleeping") == {"is_sleeping": False}
+        assert await _json(http, "GET", "/kv_event_sources") == {}
+        assert await _json(http, "POST", "/reset_prefix_cache") == {"status": "ok"}
+        rpc = await _json(http, "POST", "/collective_rpc", json={"method": "check_health"})
+        assert rpc == {"results": [None]}
+        # An empty list would abort every caller's requests: refused.
+        empty = await http.post("/abort_requests", json={"request_ids": []})
+        assert empty.status_code == 400, empty.text
+        assert empty.json()["error"]["type"] == "BadRequestError"
+
+
+async def test_abort_requests_ends_the_named_stream(worker: RunningServer) -> None:
+    body = {
+        "model": "tiny",
+        "prompt": "hello",
+        "max_tokens": 400,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    # Start the stream, wait for its first chunk, then abort it by its engine request id.
+    async with (
+        httpx.AsyncClient(base_url=worker.base_url, timeout=120) as http,
+        http.stream("POST", "/v1/completions", json=body, headers={"X-Request-Id": "gate-abort"}) as stream,
+    ):
+        assert stream.status_code == 200
+        lines = stream.aiter_lines()
+        while not (await anext(lines)).startswith("data: "):
+            pass
+        aborted = await _json(http, "POST", "/abort_requests", json={"request_ids": ["cmpl-gate-abort-0"]})
+        assert aborted == {"status": "aborted", "aborted": 1}
+        chunks = [json.loads(x[6:]) async for x in lines if x.startswith("data: {")]
+    finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
+    assert finishes[-1] == "abort"
+    assert chunks[-1]["usage"]["completion_tokens"] < 400
+
+
+async def test_sleep_and_wake_up_over_the_worker(worker: RunningServer) -> None:
+    async with httpx.AsyncClient(base_url=worker.base_url, timeout=120) as http:
+        assert await _json(http, "POST", "/sleep", params={"level": 1}) == {"status": "sleeping", "level": 1}
+        assert await _json(http, "GET", "/is_sleeping") == {"is_sleeping": True}
+        assert (await http.get("/ready")).status_code == 503
+        assert await _json(http, "POST", "/wake_up") == {"status": "awake", "tags": None}
+        assert await _json(http, "GET", "/is_sleeping") == {"is_sleeping": False}
+        assert (await http.get("/ready")).status_code == 200
+        done = await _json(http, "POST", "/v1/completions", json={"prompt": "hello", "max_tokens": 3})
+        assert done["usage"]["completion_tokens"] == 3
+
+
+async def test_checkpoint_prepare_and_restore(worker: RunningServer) -> None:
+    greedy = {"prompt": "The cat", "max_tokens": 8, "temperature": 0, "ignore_eos": True}
+    async with httpx.AsyncClient(base_url=worker.base_url, timeout=120) as http:
+        before = await _json(http, "POST", "/v1/completions", json=greedy)
+        assert await _json(http, "POST", "/checkpoint_prepare") == {"status": "prepared"}
+        assert await _json(http, "POST", "/checkpoint_restore") == {"status": "restored"}
+        after = await _json(http, "POST", "/v1/completions", json=greedy)
+    # The restored engine serves, and serves the same model: greedy output is unchanged.
+    assert after["choices"][0]["text"] == before["choices"][0]["text"]
+    assert after["usage"]["completion_tokens"] == 8
+
+
+async def test_lora_adapter_routes_load_serve_and_unload(
+    worker: RunningServer, tiny_model_dir: Path, engine_recorder: EngineRecorder
+) -> None:
+    path = str(build_tiny_lora(tiny_model_dir))
+    greedy = {"prompt": "The cat", "max_tokens": 8, "temperature": 0, "ignore_eos": True}
+    async with httpx.AsyncClient(base_url=worker.base_url, timeout=120) as http:
+        loaded = await http.post("/v1/load_lora_adapter", json={"lora_name": "gate-lora", "lora_path": path})
+        assert loaded.status_code == 200, loaded.text
+        assert loaded.text == "Success: LoRA adapter 'gate-lora' added successfully."
+        models = await _json(http, "GET", "/v1/models")
+        assert "gate-lora" in [m["id"] for m in models["data"]]
+        base = await _json(http, "POST", "/v1/completions", json={"model": "tiny", **greedy})
+        adapted = await _json(
+            http,
+            "POST",
+            "/v1/completions",
+            json={"model": "gate-lora", **greedy},
+            headers={"X-Request-Id": "gate-lora-generate"},
+        )
+        assert adapted["model"] == "gate-lora"
+        assert adapted["choices"][0]["text"] != base["choices"][0]["text"]  # the adapter changes the output
+        lora = engine_recorder.received_one("cmpl-gate-lora-generate-0").lora_request
+        assert (lora.lora_name, lora.lora_path) == ("gate-lora", path)
+        unloaded = await http.post("/v1/unload_lora_adapter", json={"lora_name": "gate-lora"})
+        assert unloaded.status_code == 200, unloaded.text
+        assert unloaded.text == "Success: LoRA adapter 'gate-lora' removed successfully."
+        gone = await http.post("/v1/completions", json={"model": "gate-lora", **greedy})
+        assert gone.status_code == 404, gone.text
+        again = await http.post("/v1/unload_lora_adapter", json={"lora_name": "gate-lora"})
+        assert again.status_code == 404, again.text
 
 
 async def test_probes_follow_the_llm(mock_server: tuple[RunningServer, MockLlm]) -> None:

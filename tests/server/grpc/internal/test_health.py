@@ -18,10 +18,14 @@ from tests.support.grpc_serving import (
     raw_client,
     serving,
 )
+from tests.support.timing import MARGIN
 from vllm_llm import MockLlm
 from vllm_llm.wire import SERVICE_NAME
 
 Stubs = tuple[Any, Any]
+
+#: How long `GrpcFrontend.stop` lets open health Watches get the drain's NOT_SERVING (`min(grace, 1.0)`).
+WATCH_END_BOUND = 1.0
 
 
 async def next_status(watch: Any) -> Any:
@@ -67,8 +71,9 @@ async def test_drain_is_not_serving_for_good(mock: MockLlm, served: Served, stub
     await served.frontend.begin_drain()
     assert await next_status(watch) == NOT_SERVING
     mock.pause()
+    # No wait needed: the resume wakes the server's readiness follower at once, and it has set the
+    # statuses (one step, nothing to wait for) before the loop even polls for the Checks sent below.
     mock.resume()
-    await asyncio.sleep(0.05)
     assert await check(health, SERVICE_NAME) == NOT_SERVING
     assert await check(health, "") == NOT_SERVING
     watch.cancel()
@@ -98,7 +103,8 @@ async def test_stop_does_not_wait_out_the_grace_for_health_watches(mock: MockLlm
         assert await next_status(watch) == SERVING
         started = time.monotonic()
         await served.frontend.stop(10)
-        assert time.monotonic() - started < 2
+        # Far below the 10 s grace: the watch was ended, the stop did not wait for it.
+        assert time.monotonic() - started < WATCH_END_BOUND + MARGIN
         # The drain reached the watcher before its stream ended.
         statuses = []
         while (response := await watch.read()) is not grpc.aio.EOF:
@@ -126,6 +132,9 @@ async def test_extra_services_are_served_with_their_health(mock: MockLlm) -> Non
                 await echo(b"hi")
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert await check(health, "test.Echo") == SERVING
+        watch = health.Watch(health_request("test.Echo"))
+        assert await next_status(watch) == SERVING
         mock.pause()
-        await asyncio.sleep(0.05)
+        assert await next_status(watch) == NOT_SERVING
         assert await check(health, "test.Echo") == NOT_SERVING
+        watch.cancel()

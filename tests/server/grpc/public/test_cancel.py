@@ -13,12 +13,16 @@ import pytest_asyncio
 from tests.support.mock import tiny_mock
 from tests.support.public_grpc import public_client
 from tests.support.servers import RunningServer, start_server
+from tests.support.timing import PATIENCE
 from vllm_llm import MockLlm
 from vllm_remote_llm import RemoteLlm
 from vllm_server.config import ServerConfig
 from vllm_server.grpc.proto import inference_pb2 as pb
 from vllm_server.source import LlmSource
 
+#: The mock's step: LONG runs 400 steps, 20 s, so a request ended sooner was ended by its abort, however
+#: long the abort took to arrive on a loaded machine (the mock lists a request in `aborted` only then).
+STEP = 0.05
 LONG = pb.GenerateRequest(
     text="Once upon a time",
     temperature=0.0,
@@ -29,7 +33,7 @@ LONG = pb.GenerateRequest(
 @pytest_asyncio.fixture(loop_scope="session")
 async def mock_worker(tiny_model_dir: Path) -> AsyncIterator[tuple[RunningServer, MockLlm]]:
     """A server over a provided MockLlm."""
-    mock = tiny_mock(tiny_model_dir, step_interval=0.005)
+    mock = tiny_mock(tiny_model_dir, step_interval=STEP)
     server = await start_server(ServerConfig(port=0, grpc_port=0), LlmSource.provided(mock))
     yield server, mock
     await server.stop()
@@ -50,13 +54,13 @@ async def mock_router(mock_worker: tuple[RunningServer, MockLlm]) -> AsyncIterat
 async def _cancel_after_first_output(target: str, mock: MockLlm) -> None:
     running = mock.subscribe_running()
     async with public_client(target) as client:
-        call = client.inference.GenerateStream(LONG, timeout=60)
+        call = client.inference.GenerateStream(LONG, timeout=PATIENCE)
         first = await call.read()
         assert first.HasField("prompt_info")
         assert (await call.read()).outputs.num_tokens > 0
         assert mock.num_running == 1
         call.cancel()
-    assert await asyncio.wait_for(running.wait_for(lambda n: n == 0), 10) == 0
+    assert await asyncio.wait_for(running.wait_for(lambda n: n == 0), PATIENCE) == 0
     assert len(mock.aborted) == 1
 
 
@@ -79,5 +83,5 @@ async def test_a_deadline_aborts_the_request(mock_worker: tuple[RunningServer, M
         with pytest.raises(grpc.aio.AioRpcError) as exc:
             await client.stream(LONG, deadline=0.3)
         assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert await asyncio.wait_for(running.wait_for(lambda n: n == 0), 10) == 0
+    assert await asyncio.wait_for(running.wait_for(lambda n: n == 0), PATIENCE) == 0
     assert mock.aborted

@@ -73,9 +73,23 @@ async def test_kv_event_sources_are_empty_without_kv_events(worker_client: Publi
     assert list(response.sources) == []
 
 
-async def test_abort_with_no_ids_is_a_no_op(worker_client: PublicClient) -> None:
-    await worker_client.control.Abort(control_pb2.AbortRequest())
-    await worker_client.control.Abort(control_pb2.AbortRequest(request_ids=["never-started"]))
+async def test_abort_with_no_ids_or_unknown_ids_aborts_nothing(worker_client: PublicClient) -> None:
+    request = pb.GenerateRequest(
+        request_id="public-not-aborted",
+        text="Once upon a time",
+        temperature=0.0,
+        stopping=pb.StoppingCriteria(max_new_tokens=400, ignore_eos=True),
+    )
+    call = worker_client.inference.GenerateStream(request, timeout=120)
+    responses = [await call.read(), await call.read()]  # the prompt info, then the first output
+    # Sent while the stream runs: neither may touch it (an empty list must not mean "everyone's").
+    empty = await worker_client.control.Abort(control_pb2.AbortRequest())
+    unknown = await worker_client.control.Abort(control_pb2.AbortRequest(request_ids=["never-started"]))
+    assert empty == unknown == control_pb2.AbortResponse()
+    responses += await read_rest(call)
+    (seq,) = choices(responses).values()
+    assert finish_name(seq.finish) == "length"
+    assert seq.num_tokens == 400
 
 
 async def test_abort_ends_a_stream_by_its_request_id(worker_client: PublicClient) -> None:
