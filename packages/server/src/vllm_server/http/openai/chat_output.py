@@ -154,7 +154,7 @@ class ChatOutput:
             "annotations": None,
             "audio": None,
             "function_call": None,
-            "tool_calls": [],
+            # No "tool_calls": vLLM's ChatMessage leaves an empty list out of the JSON.
             "reasoning": None,
         }
         logprobs = chat_logprobs(log.logprobs or (), body.num_top_logprobs) if body.logprobs else None
