@@ -28,6 +28,13 @@ from vllm_remote_llm import Keepalive, RemoteLlm
 Processes = tuple[Frontend, list[Frontend]]
 
 
+def _client(base_url: str, timeout: float) -> httpx.AsyncClient:
+    """A client that drops a pooled connection after 1 s idle: the server closes one idle for 5 s
+    (uvicorn's keep-alive, as in vLLM), and a request sent on a connection the server is closing at
+    that moment is reset (httpx.ReadError). These tests pause (a worker restart) for about that long."""
+    return httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=httpx.Limits(keepalive_expiry=1))
+
+
 @pytest_asyncio.fixture
 async def two_workers(tiny_model_dir: Path) -> AsyncIterator[Processes]:
     """Two `--mock` worker processes and a router process over both."""
@@ -60,7 +67,7 @@ async def _chat_ok(http: httpx.AsyncClient, i: int) -> None:
 
 async def test_a_worker_killed_mid_stream_then_restarted(two_workers: Processes) -> None:
     router, workers = two_workers
-    async with httpx.AsyncClient(base_url=router.base_url, timeout=60) as http:
+    async with _client(router.base_url, timeout=60) as http:
         _, tasks = await _started(http, 16, max_tokens=400)  # ~4 s per stream at 10 ms a token
         ended_at: dict[asyncio.Task[Streamed], float] = {}
         for task in tasks:
@@ -103,7 +110,7 @@ async def test_a_stalled_worker_hits_the_deadline(tiny_model_dir: Path) -> None:
     deadline = 1.0
     router = await router_over([worker], tiny_model_dir, "--remote-timeout", str(deadline))
     try:
-        async with httpx.AsyncClient(base_url=router.base_url, timeout=30) as http:
+        async with _client(router.base_url, timeout=30) as http:
             await _chat_ok(http, 0)
             worker.signal(signal.SIGSTOP)
             started = time.monotonic()
@@ -129,7 +136,7 @@ async def test_a_worker_stalled_mid_stream_hits_the_idle_bound(tiny_model_dir: P
     worker = await mock_worker()
     router = await router_over([worker], tiny_model_dir, "--remote-idle-timeout", str(idle))
     try:
-        async with httpx.AsyncClient(base_url=router.base_url, timeout=30) as http:
+        async with _client(router.base_url, timeout=30) as http:
             stream = Streamed()
             task = asyncio.create_task(stream_completion(http, completion(0, 500), stream))  # ~5 s
             await asyncio.wait_for(stream.first.wait(), 30)
@@ -183,7 +190,7 @@ async def _drain(stream: GenerateStream) -> None:
 
 async def test_sigterm_drains_a_worker_under_load_without_losing_a_request(two_workers: Processes) -> None:
     router, workers = two_workers
-    async with httpx.AsyncClient(base_url=router.base_url, timeout=60) as http:
+    async with _client(router.base_url, timeout=60) as http:
         _, tasks = await _started(http, 30, max_tokens=150)
         workers[0].signal(signal.SIGTERM)
         during = await asyncio.gather(*(stream_completion(http, completion(100 + i, 20)) for i in range(20)))
@@ -197,7 +204,7 @@ async def test_sigterm_drains_a_worker_under_load_without_losing_a_request(two_w
 async def test_an_engine_failure_is_reported_everywhere(cluster: Cluster) -> None:
     """MockLlm.fail(), the in-process analogue of the engine process dying (the real one: tests/soak)."""
     cluster.mock.step_interval = 0.01  # 500 tokens: 5 s, far longer than the test needs
-    async with httpx.AsyncClient(base_url=cluster.worker.base_url, timeout=30) as http:
+    async with _client(cluster.worker.base_url, timeout=30) as http:
         _, tasks = await _started(http, 4, max_tokens=500)
         async with grpc.aio.insecure_channel(cluster.worker.grpc_target) as channel:
             watch = health_pb2_grpc.HealthStub(channel).Watch(
@@ -219,14 +226,14 @@ async def test_an_engine_failure_is_reported_everywhere(cluster: Cluster) -> Non
         assert refused.status_code >= 500 and refused.json()["error"]["type"].endswith("Error")
     # the router: unready (not failed) once no worker serves; its requests get 503
     await asyncio.wait_for(cluster.router.state.subscribe_readiness().wait_for(lambda ready: not ready), 10)
-    async with httpx.AsyncClient(base_url=cluster.router.base_url, timeout=30) as http:
+    async with _client(cluster.router.base_url, timeout=30) as http:
         assert (await http.get("/health")).status_code == 200
         assert (await http.post("/v1/completions", json=completion(0, 4))).status_code == 503
     assert cluster.mock.num_running == 0
 
 
 async def test_pause_during_streams_loses_nothing(cluster: Cluster) -> None:
-    async with httpx.AsyncClient(base_url=cluster.router.base_url, timeout=60) as http:
+    async with _client(cluster.router.base_url, timeout=60) as http:
         expected = [await stream_completion(http, completion(i, 60)) for i in range(3)]
         _, tasks = await _started(http, 30, max_tokens=60)
         cluster.mock.pause()
@@ -249,7 +256,7 @@ async def test_clients_that_disconnect_leave_no_engine_work(cluster: Cluster) ->
     # noticed the disconnect (direct to the worker it took 0.9 s here, at a moderate load).
     cluster.mock.step_interval = 0.05
     for rounds, base in enumerate((cluster.router.base_url, cluster.worker.base_url), 1):
-        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        async with _client(base, timeout=30) as http:
             _, tasks = await _started(http, 40, max_tokens=500)
             for task in tasks:
                 task.cancel()
