@@ -17,6 +17,7 @@ __all__ = [
     "CHAT_TEMPLATE",
     "DEFAULT_CACHE_DIR",
     "ENV_VAR",
+    "FORMAT_TOKENS",
     "SPECIAL_TOKENS",
     "build_tiny_lora",
     "build_tiny_model",
@@ -25,7 +26,7 @@ __all__ = [
 #: Environment variable that overrides the default cache directory.
 ENV_VAR = "VLLM_LLM_TINY_MODEL_DIR"
 #: Default location of the built model directory.
-DEFAULT_CACHE_DIR = "~/.cache/vllm-llm/tiny-llama-v1"
+DEFAULT_CACHE_DIR = "~/.cache/vllm-llm/tiny-llama-v2"
 #: Special tokens, in id order (ids 0..7).
 SPECIAL_TOKENS: tuple[str, ...] = (
     "<unk>",
@@ -37,9 +38,49 @@ SPECIAL_TOKENS: tuple[str, ...] = (
     "<|assistant|>",
     "<|system|>",
 )
+#: Tokens of the tool-call and reasoning formats the parsers read, added after the trained vocabulary
+#: as single, non-special tokens (as real models add them: they stay in decoded text).
+FORMAT_TOKENS: tuple[str, ...] = (
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_calls>",
+    "</tool_calls>",
+    "<|python_tag|>",
+    "<|eom_id|>",
+    "<|action_start|>",
+    "<|action_end|>",
+    "<|plugin|>",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "[CALL_ID]",
+    "[THINK]",
+    "[/THINK]",
+    "<\uff5ctool\u2581calls\u2581begin\uff5c>",
+    "<\uff5ctool\u2581calls\u2581end\uff5c>",
+    "<\uff5ctool\u2581call\u2581begin\uff5c>",
+    "<\uff5ctool\u2581call\u2581end\uff5c>",
+    "<\uff5ctool\u2581sep\uff5c>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "<|observation|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|tool_call|>",
+    "<minimax:tool_call>",
+    "</minimax:tool_call>",
+)
 
 _MARKER = ".complete"
-_BUILD_VERSION = "tiny-llama-v1"
+_BUILD_VERSION = "tiny-llama-v2"
 _VOCAB_TARGET = 1280
 _MAX_POSITIONS = 512
 _SEED = 0
@@ -216,7 +257,7 @@ def _corpus() -> list[str]:
 
 def _train_tokenizer() -> Any:
     """Train a deterministic byte-level BPE tokenizer on the built-in corpus."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -229,6 +270,7 @@ def _train_tokenizer() -> Any:
         show_progress=False,
     )
     tokenizer.train_from_iterator(_corpus(), trainer=trainer)
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in FORMAT_TOKENS])
     bos_id = tokenizer.token_to_id("<s>")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="<s> $A",
