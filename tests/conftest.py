@@ -50,7 +50,9 @@ def engine_recorder(tmp_path_factory: pytest.TempPathFactory) -> EngineRecorder:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def worker(tiny_model_dir: Path, engine_recorder: EngineRecorder) -> AsyncIterator[RunningServer]:
-    """The session's worker: the full server over the one engine core of the session (dev mode, LoRA)."""
+    """The session's worker: the full server over the one engine core of the session (dev mode, LoRA,
+    hermes tool calls)."""
+    from vllm_llm import ParserOptions
     from vllm_server.config import EngineCoreConfig, ServerConfig
     from vllm_server.source import LlmSource
 
@@ -61,6 +63,8 @@ async def worker(tiny_model_dir: Path, engine_recorder: EngineRecorder) -> Async
         dev_mode=True,
         enable_runtime_lora=True,
         shutdown_grace_period=5,
+        # as vLLM's server in tests/differential: tool calls parsed with hermes
+        parsers=ParserOptions(enable_auto_tool_choice=True, tool_call_parser="hermes"),
     )
     engine = EngineCoreConfig(settings=tiny_engine_settings(tiny_model_dir, served_model_name=None))
     running = await start_server(config, LlmSource.engine_core(engine))

@@ -43,6 +43,8 @@ async def vllm_server(
         # As the session worker's engine (tests/conftest.py `worker`): LoRA slots change the model's
         # layers and prompt embeds the input path.
         *("--enable-lora", "--max-lora-rank", "8", "--max-loras", "2", "--enable-prompt-embeds"),
+        # As the session worker's chat layer: hermes tool calls.
+        *("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
     ]
     log = tmp_path_factory.mktemp("vllm_server") / "server.log"
     server = await start_server(

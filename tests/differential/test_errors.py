@@ -45,6 +45,23 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
     ),
     ("top-logprobs-without-logprobs", CHAT, {"model": "tiny", "messages": HI, "top_logprobs": 2}, True),
     (
+        "thinking-budget-without-reasoning-parser",
+        CHAT,
+        {"model": "tiny", "messages": HI, "max_tokens": 4, "thinking_token_budget": 8},
+        True,
+    ),
+    (
+        "named-tool-not-in-tools",
+        CHAT,
+        {
+            "model": "tiny",
+            "messages": HI,
+            "tools": [{"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}}],
+            "tool_choice": {"type": "function", "function": {"name": "b"}},
+        },
+        True,
+    ),
+    (
         "stream-options-without-stream",
         CMPL,
         {"model": "tiny", "prompt": "x", "stream_options": {"include_usage": True}},

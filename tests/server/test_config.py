@@ -49,6 +49,12 @@ def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
         "dev_mode": False,
         "enable_runtime_lora": False,
         "chat_template": None,
+        "chat_template_content_format": "auto",
+        # the chat layer's parser options, flat as vLLM's flags
+        "enable_auto_tool_choice": False,
+        "tool_call_parser": None,
+        "reasoning_parser": None,
+        "tool_strict_level": "auto",
         "shutdown_grace_period": 30.0,
         "max_request_body_bytes": 32 << 20,
         "max_grpc_message_bytes": 64 << 20,

@@ -31,7 +31,8 @@ from vllm_llm.parsers import (
 )
 
 CORPUS_DIR = Path(__file__).parent / "corpus"
-_RANDOM_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]{16}$")
+_RANDOM_ID = re.compile(r"^(chatcmpl-tool-[0-9a-f]{16}|[A-Za-z0-9]{9})$")  # vLLM's, Mistral's
+_INDEXED_RANDOM_ID = re.compile(r"^(call_\d+_)[0-9a-f]{16}$")  # xLAM's call_{index}_{random}
 
 
 @dataclass(frozen=True)
@@ -74,21 +75,28 @@ class Message:
 
 
 def _id(value: str | None) -> str | None:
-    return "<random>" if value is not None and _RANDOM_ID.match(value) else value
+    """A random id as its format; a format's own id as it is."""
+    if value is None:
+        return None
+    if _RANDOM_ID.match(value):
+        return "<random>"
+    return _INDEXED_RANDOM_ID.sub(r"\1<random>", value)
 
 
-def token_steps(tokenizer: TextTokenizer, text: str) -> list[tuple[str, list[int]]]:
-    """`text` as engine deltas: one per token, text decoded incrementally (an incomplete character is held
-    back until the token that completes it, as a detokenizer does)."""
+def token_steps(tokenizer: TextTokenizer, text: str, every: int = 1) -> list[tuple[str, list[int]]]:
+    """`text` as engine deltas of `every` tokens (1: split at every token boundary; more: deltas as a
+    stream interval or a slow reader coalesces them), text decoded incrementally (an incomplete character
+    is held back until the token that completes it, as a detokenizer does)."""
     ids = tokenizer.encode(text, add_special_tokens=False)
     steps: list[tuple[str, list[int]]] = []
     sent = ""
-    for i in range(len(ids)):
-        decoded = tokenizer.decode(ids[: i + 1])
-        if decoded.endswith("\ufffd") and i + 1 < len(ids):
-            steps.append(("", [ids[i]]))
+    for start in range(0, len(ids), every):
+        end = min(start + every, len(ids))
+        decoded = tokenizer.decode(ids[:end])
+        if decoded.endswith("\ufffd") and end < len(ids):
+            steps.append(("", ids[start:end]))
             continue
-        steps.append((decoded[len(sent) :], [ids[i]]))
+        steps.append((decoded[len(sent) :], ids[start:end]))
         sent = decoded
     return steps
 
@@ -124,7 +132,7 @@ class Assembled:
 # ---- ours ------------------------------------------------------------------------------------------
 
 
-def _our_choice(choice: str | Mapping[str, Any]) -> ToolChoice:
+def our_tool_choice(choice: str | Mapping[str, Any]) -> ToolChoice:
     if isinstance(choice, Mapping):
         return NamedToolChoice(name=choice["function"]["name"])
     assert choice in ("none", "auto", "required")
@@ -137,7 +145,7 @@ def our_parser(tokenizer: TextTokenizer, corpus: Corpus) -> ChatParser:
         tool_parser=tool_parser_class(corpus.tool_parser) if corpus.tool_parser else None,
         reasoning_parser=reasoning_parser_class(corpus.reasoning_parser) if corpus.reasoning_parser else None,
         tools=corpus.tools,
-        tool_choice=_our_choice(corpus.tool_choice),
+        tool_choice=our_tool_choice(corpus.tool_choice),
         chat_template_kwargs=corpus.chat_template_kwargs,
     )
 
@@ -151,11 +159,11 @@ def ours_whole(tokenizer: TextTokenizer, corpus: Corpus, text: str) -> Message:
     )
 
 
-def ours_streamed(tokenizer: TextTokenizer, corpus: Corpus, text: str) -> Message:
+def ours_streamed(tokenizer: TextTokenizer, corpus: Corpus, text: str, every: int = 1) -> Message:
     parser = our_parser(tokenizer, corpus)
     parser.start(tokenizer.encode(corpus.prompt, add_special_tokens=False))
     out = Assembled()
-    steps = token_steps(tokenizer, text)
+    steps = token_steps(tokenizer, text, every)
     for n, (delta_text, ids) in enumerate(steps):
         delta: MessageDelta | None = parser.feed(delta_text, ids, finished=n == len(steps) - 1)
         if delta is not None:
@@ -195,13 +203,13 @@ class Vllm:
         return self._request_cls.model_validate(body)
 
     def parser(self, corpus: Corpus) -> tuple[Any, Any]:
-        cls = self._manager.get_parser(
+        cls: Any = self._manager.get_parser(
             tool_parser_name=corpus.tool_parser,
             reasoning_parser_name=corpus.reasoning_parser,
             enable_auto_tools=True,
             tokenizer=self.tokenizer,
         )
-        request = self.request(corpus)
+        request: Any = self.request(corpus)
         parser = cls(self.tokenizer, request.tools, chat_template_kwargs=corpus.chat_template_kwargs or {})
         request = parser.adjust_request(request)
         return cls(
@@ -220,11 +228,11 @@ class Vllm:
             calls=[{"id": _id(c.id), "name": c.name, "arguments": c.arguments} for c in calls or []],
         )
 
-    def streamed(self, tokenizer: TextTokenizer, corpus: Corpus, text: str) -> Message:
+    def streamed(self, tokenizer: TextTokenizer, corpus: Corpus, text: str, every: int = 1) -> Message:
         parser, request = self.parser(corpus)
         prompt = tokenizer.encode(corpus.prompt, add_special_tokens=False)
         out = Assembled()
-        steps = token_steps(tokenizer, text)
+        steps = token_steps(tokenizer, text, every)
         for n, (delta_text, ids) in enumerate(steps):
             delta = parser.parse_delta(
                 delta_text, ids, request, prompt_token_ids=prompt, finished=n == len(steps) - 1

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.quiet_import import quietly_import
 from vllm_llm import InvalidRequest, MockLlm
 from vllm_llm.chat import ChatLlm, ChatMessage, ChatRequest, FunctionCall, TextPart, ToolCall
 from vllm_llm.text import TextLlm, TextSamplingParams
@@ -215,7 +216,7 @@ async def test_chat_stream_deltas(text_llm: TextLlm, mock_llm: MockLlm, hf_token
         assert mine[0].role == "assistant"
         assert all(d.role is None for d in mine[1:])
         assert mine[-1].finish_reason == "length"
-        assert "".join(d.content for d in mine) == text_llm.decode([t for d in mine for t in d.token_ids])
+        assert "".join(d.content or "" for d in mine) == text_llm.decode([t for d in mine for t in d.token_ids])
     assert deltas[-1].usage is not None
 
 
@@ -266,3 +267,57 @@ def test_invalid_tool_arguments_become_an_empty_object(text_llm: TextLlm, hf_tok
         tokenize=False,
     )
     assert rendered.prompt == expected
+
+
+def test_text_parts_reach_a_string_only_template_joined(text_llm: TextLlm, hf_tokenizer: Any) -> None:
+    """A template that reads content only as a string gets text parts joined by newlines, as vLLM's
+    detected "string" content format hands them over (given as a list, they would print as a list)."""
+    template = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    messages = [ChatMessage(role="user", content=[TextPart(text="Hello"), TextPart(text="world")])]
+    rendered = ChatLlm(text_llm).render(
+        ChatRequest(request_id="s", messages=messages, chat_template=template, add_generation_prompt=False)
+    )
+    expected = hf_tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Hello\nworld"}], chat_template=template, tokenize=False
+    )
+    assert rendered.prompt == expected == "<|user|>Hello\nworld\n"
+    # told to hand over OpenAI-style parts, the same template prints the list: the user's text is lost
+    as_parts = ChatLlm(text_llm, content_format="openai").render(
+        ChatRequest(request_id="s", messages=messages, chat_template=template, add_generation_prompt=False)
+    )
+    assert "Hello\nworld" not in as_parts.prompt
+
+
+@pytest.mark.parametrize(
+    ("effort", "kwargs"),
+    [
+        (None, None),
+        ("high", None),
+        ("none", None),
+        ("low", {"enable_thinking": True}),
+        ("medium", {"reasoning_effort": "low", "thinking": True}),
+        (None, {"enable_thinking": False}),
+    ],
+)
+def test_reasoning_effort_reaches_the_template_as_vllm_passes_it(
+    effort: str | None, kwargs: dict[str, Any] | None, text_llm: TextLlm
+) -> None:
+    """The template variables equal vLLM's build_chat_params (reasoning_effort over the request's
+    chat_template_kwargs; enable_thinking following it unless the request chose)."""
+    protocol = quietly_import("vllm.entrypoints.openai.chat_completion.protocol")
+    body: dict[str, Any] = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+    if effort is not None:
+        body["reasoning_effort"] = effort
+    if kwargs is not None:
+        body["chat_template_kwargs"] = kwargs
+    theirs = protocol.ChatCompletionRequest(**body).build_chat_params(None, "auto").chat_template_kwargs
+    ours = ChatLlm(text_llm).template_kwargs(
+        ChatRequest(
+            request_id="e",
+            messages=[ChatMessage(role="user", content="hi")],
+            reasoning_effort=effort,
+            chat_template_kwargs=kwargs,
+        )
+    )
+    rendering = {"add_generation_prompt", "continue_final_message", "documents"}  # passed on their own
+    assert ours == {k: v for k, v in theirs.items() if k not in rendering}

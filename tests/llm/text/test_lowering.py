@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.support.engine import TINY_MAX_MODEL_LEN as MAX_MODEL_LEN
@@ -141,6 +142,33 @@ async def test_max_tokens_defaults_from_generation_config(tiny_info: LlmInfo) ->
     assert req.sampling_params.max_tokens == 20
     (req,) = llm.lower(TextRequest(request_id="m", prompt=list(range(8, 8 + 508))))
     assert req.sampling_params.max_tokens == 4
+
+
+async def test_thinking_token_budget_needs_an_engine_with_a_reasoning_parser(tiny_info: LlmInfo) -> None:
+    """As vLLM's input processor: refused (its message) unless the engine has a reasoning parser, which
+    LlmInfo reports; -1 is unlimited. The reasoning flags of the chat layer travel with the request."""
+
+    def lowered(info: LlmInfo, budget: int) -> SamplingParams:
+        request = TextRequest(
+            request_id="t",
+            prompt=PROMPT,
+            params=TextSamplingParams(thinking_token_budget=budget),
+            reasoning_ended=False,
+            reasoning_parser_kwargs={"chat_template_kwargs": {"enable_thinking": True}},
+        )
+        (req,) = TextLlm(MockLlm(info=info)).lower(request)
+        assert req.reasoning_ended is False
+        assert req.reasoning_parser_kwargs == {"chat_template_kwargs": {"enable_thinking": True}}
+        return req.sampling_params
+
+    with pytest.raises(
+        InvalidRequest, match="thinking_token_budget is set but reasoning_config is not configured"
+    ):
+        lowered(tiny_info, 10)
+    assert lowered(tiny_info, -1).thinking_token_budget is None
+    reasoning = msgspec.structs.replace(tiny_info, reasoning_parser="deepseek_r1")
+    assert lowered(reasoning, 10).thinking_token_budget == 10
+    assert lowered(reasoning, 0).thinking_token_budget == 0
 
 
 def test_prompt_too_long(text_llm: TextLlm) -> None:

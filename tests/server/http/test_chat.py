@@ -90,6 +90,7 @@ async def test_chat_logprobs(mock_server: Served) -> None:
 
 async def test_chat_stop_and_max_completion_tokens(mock_server: Served) -> None:
     full = (await oracle(mock_server, list(MESSAGES), max_tokens=10)).choices[0].content
+    assert full is not None
     stop = full[4:7]
     resp = await mock_server.client.chat.completions.create(
         model=MODEL, messages=MESSAGES, max_completion_tokens=10, stop=[stop]
@@ -117,6 +118,7 @@ async def test_roles_tools_and_template_options(mock_server: Served, mock_llm: M
         model=MODEL,
         messages=messages,
         tools=tools,
+        tool_choice="none",  # tools without a tool_choice mean "auto", which needs a tool parser (as in vLLM)
         max_tokens=2,
         extra_body={
             "add_generation_prompt": False,

@@ -51,4 +51,5 @@ def llm_info(settings: EngineCoreSettings, vllm_config: Any, tokenizer: Any) -> 
         max_num_batched_tokens=vllm_config.scheduler_config.max_num_batched_tokens,
         block_size=vllm_config.cache_config.block_size,
         num_kv_blocks=vllm_config.cache_config.num_gpu_blocks,
+        reasoning_parser=settings.reasoning_parser,
     )

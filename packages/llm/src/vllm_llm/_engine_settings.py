@@ -35,6 +35,9 @@ class EngineCoreSettings:
     #: Send a request's outputs every this many new tokens (vLLM's `--stream-interval`); a request may
     #: ask for a larger interval (`SamplingParams.stream_interval`), never a smaller one.
     stream_interval: int = 1
+    #: vLLM's `--reasoning-parser` for the engine: its reasoning config (thinking_token_budget) and the
+    #: structured-output manager's start after reasoning. Parsing the output stays with the caller.
+    reasoning_parser: str | None = None
     #: Further `vllm.engine.arg_utils.AsyncEngineArgs` fields, passed through.
     engine_args: dict[str, Any] = field(default_factory=dict)
 
@@ -55,6 +58,7 @@ class EngineCoreSettings:
             "enable_sleep_mode": self.enable_sleep_mode,
             "enable_prompt_embeds": self.enable_prompt_embeds,
             "structured_outputs_config": {"backend": self.structured_outputs_backend},
+            "reasoning_parser": self.reasoning_parser or "",
             "disable_log_stats": not self.log_stats,
             "stream_interval": self.stream_interval,
         }

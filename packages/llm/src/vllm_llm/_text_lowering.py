@@ -92,6 +92,14 @@ def lower_request(
         if p.n > 1:
             raise InvalidRequest(f"n must be 1 when using greedy sampling, got {p.n}", param="n")
     _verify_against_model(sp, stop_token_ids, info)
+    budget = p.thinking_token_budget
+    if budget is not None and budget != -1:  # -1: unlimited, vLLM's None
+        if info.reasoning_parser is None:
+            raise InvalidRequest(
+                "thinking_token_budget is set but reasoning_config is not configured. Please set "
+                "--reasoning-parser and/or --reasoning-config to use thinking_token_budget."
+            )
+        sp.thinking_token_budget = budget
     sp.skip_reading_prefix_cache = sp.prompt_logprobs is not None
     eos = info.eos_token_id if info.eos_token_id is not None else tokenizer.eos_token_id
     _apply_generation_config(sp, stop_token_ids, eos, info.eos_token_ids or ())
@@ -277,4 +285,6 @@ def _child(request: TextRequest, prompt: list[int], sp: SamplingParams, index: i
         priority=request.priority,
         data_parallel_rank=request.data_parallel_rank,
         kv_transfer_params=kv,
+        reasoning_ended=request.reasoning_ended,
+        reasoning_parser_kwargs=request.reasoning_parser_kwargs,
     )

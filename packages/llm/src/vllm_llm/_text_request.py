@@ -46,6 +46,9 @@ class TextSamplingParams(msgspec.Struct, kw_only=True):
     kv_transfer_params: dict[str, Any] | None = None
     extra_args: dict[str, Any] | None = None
     stream_interval: int | None = None
+    thinking_token_budget: int | None = None
+    """Reasoning tokens allowed before the engine ends reasoning (-1 or None: unlimited). Needs an engine
+    with a reasoning parser (`LlmInfo.reasoning_parser`), else refused with vLLM's error."""
     """Stream every this many new tokens (first and last at once); None: the Llm's own interval."""
 
 
@@ -64,3 +67,6 @@ class TextRequest(msgspec.Struct, kw_only=True):
     trace_headers: dict[str, str] | None = None
     kv_transfer_params: dict[str, Any] | None = None
     arrival_time: float | None = None
+    reasoning_ended: bool | None = None
+    """Whether the prompt already ended reasoning (None: the engine decides); see GenerateRequest."""
+    reasoning_parser_kwargs: dict[str, Any] | None = None

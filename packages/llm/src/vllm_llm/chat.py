@@ -2,22 +2,37 @@
 
 Messages are rendered with the tokenizer's chat template (tokenizer_config.json "chat_template" or
 chat_template.jinja) in transformers' sandboxed Jinja environment, then tokenized without special tokens
-(the template writes them), as vLLM's chat serving does. Assistant tool-call arguments given as JSON strings
-(OpenAI's format) reach the template as objects, as in vLLM.
+(the template writes them), as vLLM's chat serving does. Messages reach the template as vLLM hands them over:
+content as a string or as OpenAI-style parts, whichever the template reads (`content_format`, detected from
+the template when "auto"); assistant tool-call arguments as objects; reasoning as `reasoning` and
+`reasoning_content`.
+
+With parsers configured (`ParserOptions`: vLLM's `--enable-auto-tool-choice`, `--tool-call-parser`,
+`--reasoning-parser`), replies carry `reasoning` and `tool_calls` parsed from the output here, at the caller;
+`tool_choice` is refused, constrained and applied as vLLM 0.32 does.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
 import msgspec
 
+from vllm_llm._chat_parsing import ParserOptions, Parsing
 from vllm_llm._text_chat_template import render_chat_template
+from vllm_llm._text_content_format import detect_content_format
+from vllm_llm.parsers import (
+    ChatParser,
+    NamedToolChoice,
+    ParsedCall,
+    ToolCallDelta,
+    ToolChoice,
+    random_tool_call_id,
+)
 from vllm_llm.text import (
-    FinishReasonName,
     TextLlm,
     TextRequest,
     TextSamplingParams,
@@ -35,13 +50,19 @@ __all__ = [
     "ChatRequest",
     "ChatResult",
     "ChatStream",
+    "ContentFormat",
     "FunctionCall",
+    "NamedToolChoice",
+    "ParserOptions",
     "RenderedChat",
     "TextPart",
     "ToolCall",
+    "ToolCallDelta",
+    "ToolChoice",
 ]
 
-ContentFormat = Literal["openai", "string"]
+ContentFormat = Literal["auto", "openai", "string"]
+ChatFinishReason = Literal["stop", "length", "abort", "error", "repetition", "tool_calls"]
 _RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
 
 
@@ -73,7 +94,9 @@ class ChatMessage(msgspec.Struct, kw_only=True):
     name: str | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    reasoning: str | None = None
     reasoning_content: str | None = None
+    """Deprecated name of `reasoning` (accepted, as vLLM accepts it)."""
 
 
 class ChatRequest(msgspec.Struct, kw_only=True):
@@ -86,6 +109,11 @@ class ChatRequest(msgspec.Struct, kw_only=True):
     continue_final_message: bool = False
     tools: list[dict[str, Any]] | None = None
     """JSON schemas of the tools, as given to the template."""
+    tool_choice: ToolChoice | None = "none"
+    """None is an explicit null (vLLM treats it as `auto` when parsing)."""
+    parallel_tool_calls: bool | None = True
+    include_reasoning: bool = True
+    reasoning_effort: str | None = None
     documents: list[dict[str, Any]] | None = None
     chat_template: str | None = None
     """A template to use instead of the tokenizer's."""
@@ -111,11 +139,16 @@ class ChatDelta(msgspec.Struct, kw_only=True):
     """New assistant content of one choice; the role comes on each choice's first delta."""
 
     index: int
-    content: str
+    content: str | None
+    """The new content; None when a parser holds everything back (or it is all reasoning or calls)."""
     token_ids: list[int]
+    text: str = ""
+    """The raw new text, before any parser."""
+    reasoning: str | None = None
+    tool_calls: list[ToolCallDelta] = msgspec.field(default_factory=list)
     role: str | None = None
     logprobs: list[TokenLogprobs] | None = None
-    finish_reason: FinishReasonName | None = None
+    finish_reason: ChatFinishReason | None = None
     stop_reason: int | str | None = None
     prompt_logprobs: list[TokenLogprobs | None] | None = None
     kv_transfer_params: dict[str, Any] | None = None
@@ -128,11 +161,14 @@ class ChatChoice(msgspec.Struct, kw_only=True):
 
     index: int
     role: str
-    content: str
+    content: str | None
     token_ids: list[int]
     logprobs: list[TokenLogprobs] | None
-    finish_reason: FinishReasonName | None
+    finish_reason: ChatFinishReason | None
     stop_reason: int | str | None
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    reasoning_tokens: int = 0
 
 
 class ChatResult(msgspec.Struct, kw_only=True):
@@ -144,14 +180,39 @@ class ChatResult(msgspec.Struct, kw_only=True):
     usage: TextUsage
 
 
+class _ChoiceParse:
+    """The parsing of one choice: its parser and what it streamed."""
+
+    def __init__(self, parser: ChatParser) -> None:
+        self.parser = parser
+        self.tools_streamed = False
+
+
 class ChatStream:
     """The deltas of one chat request; closing it aborts what is left."""
 
-    def __init__(self, prompt: RenderedChat, role: str, text: TextStream) -> None:
+    def __init__(
+        self,
+        prompt: RenderedChat,
+        role: str,
+        text: TextStream,
+        *,
+        request: ChatRequest | None = None,
+        parser: Callable[[], ChatParser | None] = lambda: None,
+    ) -> None:
         self.prompt = prompt
         self.role = role
         self._text = text
+        self._request = request
+        self._new_parser = parser
         self._started: set[int] = set()
+        self._parses: dict[int, _ChoiceParse | None] = {}
+        self._probe = parser()  # counts reasoning tokens (a pure function of the tokens)
+        self._parsing = self._probe is not None
+        self._counts_reasoning = self._probe is not None and self._probe.reasoning is not None
+        self.parse_deltas = True
+        """False: deltas carry the raw text as content; the caller parses each choice whole at its end
+        (`parse_choice`), as vLLM does for a non-streaming request."""
 
     @property
     def request_id(self) -> str:
@@ -161,13 +222,22 @@ class ChatStream:
     def __aiter__(self) -> ChatStream:
         return self
 
+    def _parse_of(self, index: int) -> _ChoiceParse | None:
+        if index not in self._parses:
+            parser = self._new_parser()
+            if parser is not None:
+                parser.start(self.prompt.prompt_token_ids)
+            self._parses[index] = _ChoiceParse(parser) if parser is not None else None
+        return self._parses[index]
+
     async def __anext__(self) -> ChatDelta:
         d = await self._text.__anext__()
         first = d.index not in self._started
         self._started.add(d.index)
-        return ChatDelta(
+        delta = ChatDelta(
             index=d.index,
             content=d.text,
+            text=d.text,
             token_ids=d.token_ids,
             role=self.role if first else None,
             logprobs=d.logprobs,
@@ -177,6 +247,21 @@ class ChatStream:
             kv_transfer_params=d.kv_transfer_params,
             usage=d.usage,
         )
+        parse = self._parse_of(d.index) if self.parse_deltas else None
+        if parse is None:
+            return delta
+        parsed = parse.parser.feed(d.text, d.token_ids, finished=d.finish_reason is not None)
+        delta.content = parsed.content if parsed is not None else None
+        delta.reasoning = parsed.reasoning if parsed is not None else None
+        calls = parsed.tool_calls if parsed is not None else []
+        if self._request is not None and self._request.parallel_tool_calls is False:
+            calls = [c for c in calls if c.index == 0]  # vLLM's maybe_filter_parallel_tool_calls
+        delta.tool_calls = calls
+        parse.tools_streamed = parse.tools_streamed or bool(calls)
+        named = self._request is not None and isinstance(self._request.tool_choice, NamedToolChoice)
+        if parse.tools_streamed and not named and d.finish_reason == "stop":
+            delta.finish_reason = "tool_calls"
+        return delta
 
     async def aclose(self) -> None:
         """Close the stream; unfinished choices are aborted."""
@@ -190,24 +275,81 @@ class ChatStream:
     ) -> None:
         await self.aclose()
 
+    @property
+    def parsing(self) -> bool:
+        """Whether parsers run over this request's output."""
+        return self._parsing
+
+    @property
+    def counts_reasoning_tokens(self) -> bool:
+        """Whether usage reports reasoning tokens (a reasoning parser is configured)."""
+        return self._counts_reasoning
+
+    def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
+        """The reasoning tokens among one choice's output tokens."""
+        return self._probe.count_reasoning_tokens(token_ids) if self._probe is not None else 0
+
     async def collect(self) -> ChatResult:
-        """Read the stream to its end and assemble the replies."""
+        """Read the stream to its end and assemble the replies (parsed whole, as vLLM parses them)."""
+        self.parse_deltas = False
         result = await self._text.collect()
         choices = [
-            ChatChoice(
-                index=c.index,
-                role=self.role,
-                content=c.text,
-                token_ids=c.token_ids,
-                logprobs=c.logprobs,
-                finish_reason=c.finish_reason,
-                stop_reason=c.stop_reason,
-            )
+            self.parse_choice(c.index, c.text, c.token_ids, c.logprobs, c.finish_reason, c.stop_reason)
             for c in result.choices
         ]
         return ChatResult(
             request_id=result.request_id, prompt=self.prompt, choices=choices, usage=result.usage
         )
+
+    def parse_choice(
+        self,
+        index: int,
+        text: str,
+        token_ids: list[int],
+        logprobs: list[TokenLogprobs] | None,
+        finish_reason: str | None,
+        stop_reason: int | str | None,
+    ) -> ChatChoice:
+        """One whole reply from its raw output, parsed as vLLM's chat_completion_full_generator does."""
+        choice = ChatChoice(
+            index=index,
+            role=self.role,
+            content=text,
+            token_ids=token_ids,
+            logprobs=logprobs,
+            finish_reason=finish_reason,  # type: ignore[arg-type]
+            stop_reason=stop_reason,
+        )
+        parser = self._new_parser()
+        request = self._request
+        if parser is None or request is None:
+            return choice
+        parsed = parser.parse(text)
+        choice.reasoning = parsed.reasoning
+        choice.content = parsed.content
+        choice.reasoning_tokens = parser.count_reasoning_tokens(token_ids)
+        if not request.include_reasoning:
+            choice.logprobs = None  # vLLM hides per-token metadata with the reasoning
+        forced = isinstance(request.tool_choice, NamedToolChoice) or request.tool_choice == "required"
+        calls: list[ParsedCall] = []
+        if forced:
+            choice.content = parsed.content or ""
+            calls = parsed.tool_calls or []
+        elif parser.tools is not None and request.tools and request.tool_choice in ("auto", None):
+            calls = parsed.tool_calls or []
+        if request.parallel_tool_calls is False:
+            calls = calls[:1]
+        choice.tool_calls = [
+            ToolCall(
+                id=call.id or random_tool_call_id(),
+                function=FunctionCall(name=call.name, arguments=call.arguments),
+            )
+            for call in calls
+        ]
+        auto_called = bool(calls) and not forced
+        if auto_called or (request.tool_choice == "required" and finish_reason == "stop"):
+            choice.finish_reason = "tool_calls"
+        return choice
 
 
 class ChatLlm:
@@ -218,13 +360,17 @@ class ChatLlm:
         text: TextLlm,
         *,
         chat_template: str | None = None,
-        content_format: ContentFormat = "openai",
+        content_format: ContentFormat = "auto",
         response_role: str = "assistant",
+        parsers: ParserOptions | None = None,
     ) -> None:
         self.text = text
         self._chat_template = chat_template
         self._content_format = content_format
         self._response_role = response_role
+        self.parsers = parsers or ParserOptions()
+        self._parsing = Parsing(self.parsers)
+        self._formats: dict[str, Literal["openai", "string"]] = {}
 
     def render(self, request: ChatRequest) -> RenderedChat:
         """The prompt text and token ids of `request`'s conversation; raises `InvalidRequest`."""
@@ -232,10 +378,11 @@ class ChatLlm:
         template = request.chat_template or self._chat_template
         if template is None:
             template = tokenizer.get_chat_template(has_tools=bool(request.tools))
-        variables = {**tokenizer.special_tokens_map, **(request.chat_template_kwargs or {})}
+        content_format = self._format_of(template)
+        variables = {**tokenizer.special_tokens_map, **self.template_kwargs(request)}
         prompt = render_chat_template(
             template,
-            [self._message_dict(m) for m in request.messages],
+            [_message_dict(m, content_format) for m in request.messages],
             tools=request.tools,
             documents=request.documents,
             add_generation_prompt=request.add_generation_prompt,
@@ -245,14 +392,48 @@ class ChatLlm:
         ids = tokenizer.encode(prompt, add_special_tokens=request.add_special_tokens)
         return RenderedChat(prompt=prompt, prompt_token_ids=ids)
 
+    def template_kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        """The variables the template gets besides messages and tools, as vLLM's build_chat_params: the
+        request's chat_template_kwargs, overridden by `reasoning_effort` when set, and `enable_thinking`
+        following it unless the request chose."""
+        given = request.chat_template_kwargs or {}
+        kwargs = dict(given)
+        if request.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = request.reasoning_effort
+            if "enable_thinking" not in given:
+                kwargs["enable_thinking"] = request.reasoning_effort != "none"
+        return kwargs
+
+    def _format_of(self, template: str) -> Literal["openai", "string"]:
+        if self._content_format != "auto":
+            return self._content_format
+        found = self._formats.get(template)
+        if found is None:
+            found = self._formats[template] = detect_content_format(template)
+        return found
+
     async def generate(self, request: ChatRequest) -> ChatStream:
         """Render, tokenize and submit `request`; return the stream of its deltas."""
+        parsing = self._parsing
+        parsing.check_tool_choice(request.tool_choice)
         rendered = self.render(request)
+        tokenizer = self.text.tokenizer
+        kwargs = self.template_kwargs(request)
+        params = request.params
+        if parsing.active:
+            params = msgspec.structs.replace(
+                params,
+                structured_outputs=parsing.constraint(
+                    request.tools, request.tool_choice, request.parallel_tool_calls, params.structured_outputs
+                ),
+            )
+            if parsing.keeps_special_tokens(request.tools, request.tool_choice):
+                params = msgspec.structs.replace(params, skip_special_tokens=False)
         text = await self.text.generate(
             TextRequest(
                 request_id=request.request_id,
                 prompt=rendered.prompt_token_ids,
-                params=request.params,
+                params=params,
                 lora_request=request.lora_request,
                 cache_salt=request.cache_salt,
                 priority=request.priority,
@@ -260,9 +441,21 @@ class ChatLlm:
                 trace_headers=request.trace_headers,
                 kv_transfer_params=request.kv_transfer_params,
                 arrival_time=request.arrival_time,
+                reasoning_ended=parsing.reasoning_ended(
+                    rendered.prompt_token_ids, tokenizer, request.include_reasoning, kwargs
+                ),
+                reasoning_parser_kwargs=(
+                    {"chat_template_kwargs": kwargs} if parsing.reasoning_parser is not None else None
+                ),
             )
         )
-        return ChatStream(rendered, self._role(request), text)
+
+        def parser() -> ChatParser | None:
+            return parsing.choice_parser(
+                tokenizer, request.tools, request.tool_choice, request.include_reasoning, kwargs
+            )
+
+        return ChatStream(rendered, self._role(request), text, request=request, parser=parser)
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         """Generate and collect the whole result."""
@@ -278,26 +471,37 @@ class ChatLlm:
             return self._response_role
         return request.messages[-1].role
 
-    def _message_dict(self, message: ChatMessage) -> dict[str, Any]:
-        data: dict[str, Any] = _drop_none(msgspec.to_builtins(message))
-        content = data.get("content")
-        if self._content_format == "string" and isinstance(content, list):
-            data["content"] = "\n".join(str(p["text"]) for p in content)
-        calls = data.get("tool_calls")
-        if calls is not None and message.role == "assistant":
-            if not calls:
-                del data["tool_calls"]
-            for call in calls:
-                call["function"]["arguments"] = _arguments(call["function"].get("arguments"))
-        return data
+
+def _message_dict(message: ChatMessage, content_format: Literal["openai", "string"]) -> dict[str, Any]:
+    """The message as vLLM's parse_chat_messages hands it to the template."""
+    content = message.content
+    parts: list[str] = [content] if isinstance(content, str) else [p.text for p in content or []]
+    data: dict[str, Any] = {"role": message.role}
+    if content_format == "openai":
+        data["content"] = [{"type": "text", "text": t} for t in parts]
+    else:
+        data["content"] = "\n".join(parts)
+    if message.role == "assistant":
+        if message.tool_calls:  # vLLM's _postprocess_messages drops an empty list
+            data["tool_calls"] = [_call_dict(c) for c in message.tool_calls]
+        reasoning = message.reasoning if message.reasoning is not None else message.reasoning_content
+        if reasoning is not None:
+            data["reasoning"] = data["reasoning_content"] = reasoning
+    elif message.role == "tool":
+        if message.tool_call_id is not None:
+            data["tool_call_id"] = message.tool_call_id
+        if isinstance(data["content"], list):
+            data["content"] = "\n".join(parts)
+    if message.name is not None:
+        data["name"] = message.name
+    return data
 
 
-def _drop_none(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_none(v) for v in value]
-    return value
+def _call_dict(call: ToolCall) -> dict[str, Any]:
+    out: dict[str, Any] = {} if call.id is None else {"id": call.id}
+    out["type"] = "function"
+    out["function"] = {"name": call.function.name, "arguments": _arguments(call.function.arguments)}
+    return out
 
 
 def _arguments(arguments: object) -> dict[str, Any]:

@@ -88,6 +88,9 @@ class MockLlm(Llm):
         self._loop_task: asyncio.Task[None] | None = None
         self._paused = False
         self._shut_down = False
+        #: A token sequence every request replays instead of the derived tokens, then the eos token
+        #: (tests script a model's output, e.g. a tool call; max_tokens and stops still apply).
+        self.script: Sequence[int] | None = None
         #: Every request received, in order (after validation).
         self.requests: list[GenerateRequest] = []
         #: External ids of every request aborted by `abort` or by closing its stream.
@@ -280,6 +283,12 @@ class MockLlm(Llm):
             running.channel.put(paced)
 
     def _sample(self, prompt: Sequence[int], index: int, sp: SamplingParams) -> int:
+        script = self.script
+        if script is not None:
+            if index < len(script):
+                return script[index]
+            eos = sp.eos_token_id if sp.eos_token_id is not None else self._info.eos_token_id
+            return eos if eos is not None else self.token_at(prompt, index)
         token = self.token_at(prompt, index)
         if index < sp.min_tokens:
             masked = set(sp.all_stop_token_ids or ()) | set(sp.stop_token_ids or ())

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_llm import EngineCoreSettings
+from vllm_llm import EngineCoreSettings, ParserOptions
+from vllm_llm.parsers import REASONING_PARSERS, TOOL_PARSERS
 from vllm_server import runtime
 from vllm_server.config import EngineCoreConfig, FrontendConfig, LoraModule, ServerConfig
 
@@ -59,6 +60,25 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--served-model-name", nargs="+", default=[])
     model.add_argument("--tokenizer")
     model.add_argument("--chat-template", help="a chat template file (overrides the tokenizer's)")
+
+    chat = serve.add_argument_group("chat parsing (vLLM's flags; the parsers run in this process)")
+    chat.add_argument(
+        "--chat-template-content-format",
+        choices=["auto", "string", "openai"],
+        default="auto",
+        help="message content as the template reads it: a string or OpenAI-style parts (auto: detected)",
+    )
+    chat.add_argument(
+        "--enable-auto-tool-choice", action="store_true", help="parse tool calls from the output"
+    )
+    chat.add_argument("--tool-call-parser", help=f"one of {', '.join(sorted(TOOL_PARSERS))}")
+    chat.add_argument("--reasoning-parser", help=f"one of {', '.join(sorted(REASONING_PARSERS))}")
+    chat.add_argument(
+        "--tool-strict-level",
+        choices=["auto", "function", "parameter"],
+        default="auto",
+        help="floor for the structural tags constraining tool calls",
+    )
     model.add_argument("--dtype", default="auto")
     model.add_argument("--max-model-len", type=int)
     model.add_argument("--data-parallel-size", "-dp", type=int, default=1)
@@ -180,6 +200,8 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         enable_runtime_lora=args.enable_runtime_lora,
         tokenizer=tokenizer,
         chat_template=_read(args.chat_template),
+        chat_template_content_format=args.chat_template_content_format,
+        parsers=_parser_options(args),
         shutdown_grace_period=args.shutdown_grace_period,
         max_request_body_bytes=args.max_request_body_bytes,
         log_level=args.log_level,
@@ -205,6 +227,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         log_stats=not args.disable_log_stats,
         randomize_request_ids=not _env_flag("VLLM_DISABLE_REQUEST_ID_RANDOMIZATION"),
         stream_interval=args.stream_interval,
+        reasoning_parser=args.reasoning_parser,  # the engine's too, as vLLM's server configures it
     )
     engine = EngineCoreConfig(
         settings=settings,
@@ -212,6 +235,20 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         profiler_dir=args.profiler_dir,
     )
     return FrontendConfig(server=server, engine_core=engine)
+
+
+def _parser_options(args: argparse.Namespace) -> ParserOptions:
+    options = ParserOptions(
+        enable_auto_tool_choice=args.enable_auto_tool_choice,
+        tool_call_parser=args.tool_call_parser,
+        reasoning_parser=args.reasoning_parser,
+        tool_strict_level=args.tool_strict_level,
+    )
+    try:
+        options.check()
+    except ValueError as exc:
+        raise SystemExit(f"Error: {exc}") from None
+    return options
 
 
 def _read(path: str | None) -> str | None:

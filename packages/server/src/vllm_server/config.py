@@ -9,11 +9,13 @@ around them (start-up LoRA adapters, the profiler). The CLI builds both as one `
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from vllm_llm import EngineCoreSettings
+import msgspec
+
+from vllm_llm import EngineCoreSettings, ParserOptions
 from vllm_server.tls import TlsConfig
 
 
@@ -45,6 +47,11 @@ class ServerConfig:
     #: Tokenizer override for the text and chat layers (default: the Llm's LlmInfo.tokenizer).
     tokenizer: str | None = None
     chat_template: str | None = None
+    #: How message content reaches the template (vLLM's --chat-template-content-format).
+    chat_template_content_format: Literal["auto", "string", "openai"] = "auto"
+    #: Tool-call and reasoning parsers of the chat layer (vLLM's --enable-auto-tool-choice,
+    #: --tool-call-parser, --reasoning-parser, --tool-strict-level).
+    parsers: ParserOptions = field(default_factory=ParserOptions)
     #: Seconds in-flight requests get to finish on SIGTERM/SIGINT before they are aborted.
     shutdown_grace_period: float = 30.0
     max_request_body_bytes: int = 32 << 20
@@ -121,6 +128,7 @@ class FrontendConfig:
         out: dict[str, Any] = {f.name: getattr(self.server, f.name) for f in dataclasses.fields(self.server)}
         if out["api_key"] is not None:
             out["api_key"] = "<redacted>"
+        out |= msgspec.to_builtins(out.pop("parsers"))  # flat, as vLLM's flags
         if self.engine_core is not None:
             out |= self.engine_core.flat()  # a shared key (tokenizer) reports the engine's, as it always has
         return {name: _jsonable(value) for name, value in out.items()}

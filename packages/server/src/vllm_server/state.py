@@ -41,7 +41,12 @@ class ServerState:
             return
         server = self.config.server
         self._text = TextLlm(self.llm, tokenizer=server.tokenizer)
-        self._chat = ChatLlm(self._text, chat_template=server.chat_template)
+        self._chat = ChatLlm(
+            self._text,
+            chat_template=server.chat_template,
+            content_format=server.chat_template_content_format,
+            parsers=server.parsers,
+        )
         info = self.llm.info()
         self._names = server.served_model_name or (info.served_model_name,)
         self.metrics.model_name = self._names[0]

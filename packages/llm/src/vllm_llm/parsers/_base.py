@@ -44,7 +44,8 @@ class ParsedCall(msgspec.Struct, kw_only=True):
     name: str
     arguments: str
     id: str | None = None
-    """Set only by formats that carry or derive an id (e.g. Kimi K2's `functions.NAME:IDX`)."""
+    """As vLLM's parser sets it: a random id (`random_tool_call_id`) for most formats, the format's own
+    for some (e.g. Kimi K2's `functions.NAME:IDX`); None where vLLM's serving layer assigns one."""
 
 
 class ExtractedToolCalls(msgspec.Struct, kw_only=True):
@@ -100,6 +101,14 @@ class ToolParser(abc.ABC):
     engine_based: ClassVar[bool] = False
     keeps_special_tokens: ClassVar[bool] = False
 
+    #: Set by `ChatParser` on each parser (how vLLM's serving layer composes it): False when a reasoning
+    #: parser reads the output first (vLLM's skip_reasoning_parsing off), so that a format knowing
+    #: reasoning markers may treat them as markup.
+    reasoning_markup_is_text: bool = True
+    #: Set by `ChatParser`: True under tool_choice "none" with tools (calls are not assembled, as in
+    #: vLLM's engine parsers).
+    suppress_calls: bool = False
+
     def __init__(self, tokenizer: TextTokenizer, tools: Sequence[Mapping[str, Any]] | None = None) -> None:
         self.tokenizer = tokenizer
         self.tools: list[Mapping[str, Any]] = list(tools or [])
@@ -127,10 +136,12 @@ class ReasoningParser(abc.ABC):
     """Reasoning in one format. One object per choice of one request.
 
     `chat_template_kwargs` are the request's (some formats read e.g. `enable_thinking` or `thinking`).
-    `engine_based` mirrors vLLM's engine_based_streaming.
+    `engine_based` mirrors vLLM's engine_based_streaming; `keeps_special_tokens`: the output is detokenized
+    with special tokens kept (vLLM's adjust_request), with or without tools.
     """
 
     engine_based: ClassVar[bool] = False
+    keeps_special_tokens: ClassVar[bool] = False
 
     def __init__(
         self, tokenizer: TextTokenizer, chat_template_kwargs: Mapping[str, Any] | None = None

@@ -59,6 +59,9 @@ class ChatParser:
             reasoning_parser(tokenizer, chat_template_kwargs) if reasoning_parser is not None else None
         )
         self.tools = tool_parser(tokenizer, tools) if tool_parser is not None else None
+        if self.tools is not None:
+            self.tools.reasoning_markup_is_text = self.reasoning is None
+            self.tools.suppress_calls = tool_choice == "none" and bool(tools)
         self._engine_based = (self.reasoning is None or self.reasoning.engine_based) and (
             self.tools is None or self.tools.engine_based
         )
@@ -110,6 +113,10 @@ class ChatParser:
         if self._engine_based:
             return None, found.content or None
         return None, content
+
+    def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
+        """How many of the output's tokens are reasoning."""
+        return self.reasoning.count_reasoning_tokens(token_ids) if self.reasoning is not None else 0
 
     # ---- streamed -------------------------------------------------------------------------------------
 
@@ -205,5 +212,8 @@ class ChatParser:
         if self.reasoning is not None and self.reasoning.engine_based and not self._reasoning_ended:
             out.append(self.reasoning.finish())
         if self.tools is not None and self.tools.engine_based:
-            out.append(self.tools.finish())
+            flush = self.tools.finish()
+            if flush is not None and self.tool_choice == "none":
+                flush.tool_calls = []  # no calls under "none", held back or not
+            out.append(flush)
         return out

@@ -10,9 +10,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from vllm_llm import ChatDelta, ChatStream
+from vllm_llm import ChatChoice, ChatDelta, ChatStream, ToolCallDelta
 from vllm_server.http.openai.chat_request import ChatCompletionRequest
-from vllm_server.http.openai.choices import ChoiceLog, collect_choices
+from vllm_server.http.openai.choices import collect_choices
 from vllm_server.http.openai.codec import encode
 from vllm_server.http.openai.logprobs import chat_logprobs, prompt_logprobs_json
 from vllm_server.http.openai.sse import DONE, close_shielded, error_event, event
@@ -50,6 +50,9 @@ class ChatOutput:
         """The SSE frames: role chunks, one chunk per delta, the usage chunk if asked for, then [DONE]."""
         include_usage, continuous = self.body.usage_options()
         produced = [0] * self.n
+        reasoning = [0] * self.n
+        outputs: list[list[int]] = [[] for _ in range(self.n)]
+        counts = self.stream.counts_reasoning_tokens
         cached = 0
         prefix = self._chunk_prefix()
         started = False
@@ -69,14 +72,25 @@ class ChatOutput:
                     last = d.finish_reason or last
                     choice = self._chunk_choice(d, produced[d.index])
                     produced[d.index] += len(d.token_ids)
+                    if counts:
+                        outputs[d.index].extend(d.token_ids)
+                        if continuous or d.finish_reason is not None:
+                            reasoning[d.index] = self.stream.count_reasoning_tokens(outputs[d.index])
                     if choice is None:
                         continue
                     frame = prefix + encode(choice) + b"]"
                     if continuous:
-                        frame += b',"usage":' + encode(usage_json(self.prompt_tokens, produced[d.index]))
+                        usage = usage_json(
+                            self.prompt_tokens,
+                            produced[d.index],
+                            reasoning_tokens=reasoning[d.index] if counts else None,
+                        )
+                        frame += b',"usage":' + encode(usage)
                     yield frame + b"}\n\n"
                 if include_usage:
-                    usage = usage_json(self.prompt_tokens, sum(produced), cached)
+                    usage = usage_json(
+                        self.prompt_tokens, sum(produced), cached, sum(reasoning) if counts else None
+                    )
                     yield event(encode(self._envelope("chat.completion.chunk", [], usage)))
                 reason = last
             except Exception as exc:
@@ -109,31 +123,48 @@ class ChatOutput:
         return frames
 
     def _chunk_choice(self, d: ChatDelta, produced: int) -> dict[str, Any] | None:
-        if not d.content and not d.token_ids and not produced and d.finish_reason is None:
-            return None  # nothing yet (vLLM's chunked-prefill case)
         body = self.body
+        parsing = self.stream.parsing
+        nothing = d.content is None and d.reasoning is None and not d.tool_calls
+        if not d.text and not d.token_ids and not produced and d.finish_reason is None:
+            return None  # nothing yet (vLLM's chunked-prefill case)
+        hide = parsing and not body.include_reasoning  # vLLM hides per-token metadata with the reasoning
+        logprobs = (
+            chat_logprobs(d.logprobs or (), body.num_top_logprobs) if body.logprobs and not hide else None
+        )
+        token_ids = body.return_token_ids and not hide
+        if nothing and d.finish_reason is None and logprobs is None and not token_ids:
+            return None  # the parser holds it back
         choice: dict[str, Any] = {
             "index": d.index,
-            "delta": {"content": d.content},
-            "logprobs": chat_logprobs(d.logprobs or (), body.num_top_logprobs) if body.logprobs else None,
+            "delta": _delta_json(d),
+            "logprobs": logprobs,
             "finish_reason": d.finish_reason,
         }
         if d.finish_reason is not None:
             choice["stop_reason"] = d.stop_reason
-        if body.return_token_ids:
+        if token_ids:
             choice["token_ids"] = d.token_ids
         return choice
 
     # ---- whole ------------------------------------------------------------------------------------
 
     async def response(self) -> dict[str, Any]:
-        """Read the stream to its end and build the `chat.completion` body."""
-        got = await collect_choices(self.stream, self.n, self.metrics, lambda d: d.content)
+        """Read the stream to its end, parse each choice whole and build the `chat.completion` body."""
+        self.stream.parse_deltas = False
+        got = await collect_choices(self.stream, self.n, self.metrics, lambda d: d.text)
         body = self.body
+        choices = [
+            self.stream.parse_choice(
+                i, log.text, log.token_ids, log.logprobs, log.finish_reason, log.stop_reason
+            )
+            for i, log in enumerate(got.logs)
+        ]
+        reasoning = sum(c.reasoning_tokens for c in choices) if self.stream.counts_reasoning_tokens else None
         out = self._envelope(
             "chat.completion",
-            [self._choice(i, log) for i, log in enumerate(got.logs)],
-            usage_json(self.prompt_tokens, got.completion_tokens, got.cached_tokens),
+            [self._choice(c) for c in choices],
+            usage_json(self.prompt_tokens, got.completion_tokens, got.cached_tokens, reasoning),
         )
         out["service_tier"] = None
         out["system_fingerprint"] = None
@@ -144,27 +175,42 @@ class ChatOutput:
         out["kv_transfer_params"] = got.kv_transfer_params
         return out
 
-    def _choice(self, index: int, log: ChoiceLog) -> dict[str, Any]:
+    def _choice(self, c: ChatChoice) -> dict[str, Any]:
         body = self.body
         role = self.stream.role
+        echoed = body.echoed_content(role)
+        content = c.content
+        if echoed:
+            content = echoed + (content or "")
         message: dict[str, Any] = {
             "role": role,
-            "content": body.echoed_content(role) + log.text,
+            "content": content,
             "refusal": None,
             "annotations": None,
             "audio": None,
             "function_call": None,
-            # No "tool_calls": vLLM's ChatMessage leaves an empty list out of the JSON.
-            "reasoning": None,
         }
-        logprobs = chat_logprobs(log.logprobs or (), body.num_top_logprobs) if body.logprobs else None
+        if c.tool_calls:  # vLLM's ChatMessage leaves an empty list out of the JSON
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                }
+                for call in c.tool_calls
+            ]
+        message["reasoning"] = c.reasoning
+        hide = self.stream.parsing and not body.include_reasoning  # vLLM's suppress_metadata
+        logprobs = (
+            chat_logprobs(c.logprobs or (), body.num_top_logprobs) if body.logprobs and not hide else None
+        )
         return {
-            "index": index,
+            "index": c.index,
             "message": message,
             "logprobs": logprobs,
-            "finish_reason": log.finish_reason or "stop",
-            "stop_reason": log.stop_reason,
-            "token_ids": log.token_ids if body.return_token_ids else None,
+            "finish_reason": c.finish_reason or "stop",
+            "stop_reason": c.stop_reason,
+            "token_ids": c.token_ids if body.return_token_ids and not hide else None,
         }
 
     def _envelope(
@@ -180,3 +226,31 @@ class ChatOutput:
         if usage is not None:
             out["usage"] = usage
         return out
+
+
+def _delta_json(d: ChatDelta) -> dict[str, Any]:
+    """The delta as vLLM's DeltaMessage dumps it (unset fields left out)."""
+    delta: dict[str, Any] = {}
+    if d.content is not None:
+        delta["content"] = d.content
+    if d.reasoning is not None:
+        delta["reasoning"] = d.reasoning
+    if d.tool_calls:
+        delta["tool_calls"] = [_call_delta_json(c) for c in d.tool_calls]
+    return delta
+
+
+def _call_delta_json(c: ToolCallDelta) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if c.id is not None:
+        out["id"] = c.id
+        out["type"] = "function"
+    out["index"] = c.index
+    function: dict[str, Any] = {}
+    if c.name is not None:
+        function["name"] = c.name
+    if c.arguments is not None:
+        function["arguments"] = c.arguments
+    if function:
+        out["function"] = function
+    return out

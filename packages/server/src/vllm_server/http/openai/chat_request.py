@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from vllm_llm import ChatMessage, ChatRequest
+import msgspec
+
+from vllm_llm import ChatMessage, ChatRequest, NamedToolChoice, ToolChoice
 from vllm_llm.wire import LoraRequest
 from vllm_server.errors import BadRequest
 from vllm_server.http.openai.sampling import SamplingFields
+from vllm_server.http.openai.tools import ChatTool, tool_dicts
 from vllm_server.request_checks import check_max_tokens
 
 __all__ = ["ChatCompletionRequest", "check_generation_prompt"]
@@ -21,9 +24,13 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     top_logprobs: int | None = 0
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tools: list[ChatTool] | None = None
+    tool_choice: str | dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    """Absent: "auto" when tools are given, else "none" (vLLM's check_tool_usage)."""
     parallel_tool_calls: bool | None = True
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
+    include_reasoning: bool = True
+    thinking_token_budget: int | None = None
     echo: bool = False
     add_generation_prompt: bool = True
     continue_final_message: bool = False
@@ -62,8 +69,16 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
                 param="chat_template",
             )
         self._check_tools()
+        self._check_thinking_token_budget()
         check_generation_prompt(self.add_generation_prompt, self.continue_final_message)
         check_max_tokens(*self.output_token_limit, max_model_len)
+
+    @property
+    def effective_tool_choice(self) -> str | dict[str, Any] | None:
+        """tool_choice as vLLM resolves an absent one."""
+        if self.tool_choice is msgspec.UNSET:
+            return "auto" if self.tools else "none"
+        return self.tool_choice
 
     def _check_tools(self) -> None:
         if self.tools == []:
@@ -72,17 +87,64 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
                 "entirely.",
                 param="tools",
             )
-        choice = self.tool_choice
+        choice = self.effective_tool_choice
+        so = self.structured_outputs
+        constrained = so is not None and any(x is not None for x in (so.json, so.regex, so.choice))
+        if constrained and choice not in ("none", "auto", "required"):
+            raise BadRequest("You can only either use constraints for structured outputs or tools, not both.")
         if choice is None or choice == "none":
             return
         if not self.tools:
             raise BadRequest("When using `tool_choice`, `tools` must be set.", param="tool_choice")
-        if isinstance(choice, str) and choice not in ("auto", "required"):
+        if isinstance(choice, str):
+            if choice not in ("auto", "required"):
+                raise BadRequest(
+                    f'Invalid value for `tool_choice`: {choice}! Only named tools, "none", "auto" or '
+                    '"required" are supported.',
+                    param="tool_choice",
+                )
+            return
+        usage = 'Correct usage: `{"type": "function", "function": {"name": "my_function"}}`'
+        function = choice.get("function")
+        if not isinstance(function, dict):
             raise BadRequest(
-                f'Invalid value for `tool_choice`: {choice}! Only named tools, "none", "auto" or '
-                '"required" are supported.',
+                f"Invalid value for `function`: `{function}` in `tool_choice`! {usage}",
+                param="tool_choice.function",
+            )
+        if "name" not in function:
+            raise BadRequest(
+                f"Expected field `name` in `function` in `tool_choice`! {usage}",
+                param="tool_choice.function.name",
+            )
+        name = function["name"]
+        if not isinstance(name, str) or not name:
+            raise BadRequest(
+                f"Invalid `name` in `function`: `{name}` in `tool_choice`! {usage}",
+                param="tool_choice.function.name",
+            )
+        if not any(tool.function.name == name for tool in self.tools):
+            raise BadRequest(
+                "The tool specified in `tool_choice` does not match any of the specified `tools`",
                 param="tool_choice",
             )
+
+    def _check_thinking_token_budget(self) -> None:
+        budget = self.thinking_token_budget
+        if budget is not None and budget < -1:
+            raise BadRequest(
+                "`thinking_token_budget` must be a non-negative integer or -1 for unlimited.",
+                param="thinking_token_budget",
+            )
+
+    @property
+    def chat_tool_choice(self) -> ToolChoice | None:
+        """tool_choice for the chat layer."""
+        choice = self.effective_tool_choice
+        if isinstance(choice, dict):
+            return NamedToolChoice(name=choice["function"]["name"])
+        if choice in ("none", "auto", "required"):
+            return choice  # type: ignore[return-value]
+        return None
 
     def chat_request(self, request_id: str, lora_request: LoraRequest | None) -> ChatRequest:
         """The chat-layer request."""
@@ -94,13 +156,18 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
             logprobs=self.num_top_logprobs if self.logprobs else None,
             prompt_logprobs=prompt_logprobs,
         )
+        params.thinking_token_budget = self.thinking_token_budget
         return ChatRequest(
             request_id=request_id,
             messages=self.messages,
             params=params,
             add_generation_prompt=self.add_generation_prompt,
             continue_final_message=self.continue_final_message,
-            tools=self.tools,
+            tools=tool_dicts(self.tools),
+            tool_choice=self.chat_tool_choice,
+            parallel_tool_calls=self.parallel_tool_calls,
+            include_reasoning=self.include_reasoning,
+            reasoning_effort=self.reasoning_effort,
             documents=self.documents,
             chat_template_kwargs=self.chat_template_kwargs,
             add_special_tokens=self.add_special_tokens,

@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from vllm_llm import ChatMessage
+from vllm_server.http.openai.tools import ChatTool
 
 __all__ = ["DetokenizeBody", "TokenizeBody"]
 
@@ -24,7 +25,7 @@ class TokenizeBody(msgspec.Struct, kw_only=True):
     continue_final_message: bool = False
     chat_template: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: list[ChatTool] | None = None
 
 
 class DetokenizeBody(msgspec.Struct, kw_only=True):

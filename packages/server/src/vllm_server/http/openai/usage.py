@@ -9,8 +9,11 @@ from vllm_llm import TextUsage
 __all__ = ["usage_json", "usage_of"]
 
 
-def usage_json(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
-    """vLLM's UsageInfo; `prompt_tokens_details.cached_tokens` only when some prompt tokens were cached."""
+def usage_json(
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0, reasoning_tokens: int | None = None
+) -> dict[str, Any]:
+    """vLLM's UsageInfo; `prompt_tokens_details.cached_tokens` only when some prompt tokens were cached,
+    `completion_tokens_details.reasoning_tokens` only when a reasoning parser is configured."""
     usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
@@ -18,6 +21,8 @@ def usage_json(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 
     }
     if cached_tokens:
         usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return usage
 
 

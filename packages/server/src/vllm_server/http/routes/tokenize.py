@@ -10,6 +10,7 @@ from vllm_llm import ChatRequest
 from vllm_server.errors import BadRequest
 from vllm_server.http.openai import DetokenizeBody, TokenizeBody, decode_body
 from vllm_server.http.openai.chat_request import check_generation_prompt
+from vllm_server.http.openai.tools import tool_dicts
 from vllm_server.http.route import Handler
 from vllm_server.served_model import resolve_model
 from vllm_server.state import ServerState
@@ -37,7 +38,7 @@ def tokenize(state: ServerState) -> Handler:
                     messages=body.messages,
                     add_generation_prompt=body.add_generation_prompt,
                     continue_final_message=body.continue_final_message,
-                    tools=body.tools,
+                    tools=tool_dicts(body.tools),
                     chat_template_kwargs=body.chat_template_kwargs,
                     add_special_tokens=bool(body.add_special_tokens),
                 )

@@ -1,0 +1,361 @@
+"""Engine events turned into message deltas and whole calls (vLLM's ParserEngine around its streaming
+engine), shared by the Mistral and Granite parsers; a format overrides the hooks (`accept_name`,
+`name_from_args`, `convert`, ...).
+
+Content rules, as vLLM's: text that follows a call piece in the same step waits until a step without call
+pieces; content that is only whitespace waits for more (it is dropped once a call started, and sent at the
+end otherwise); trailing whitespace of reasoning waits until more reasoning follows. A call's name goes out
+once known, its arguments as they come (through `convert` when the format nests them), and the whole parse
+reads each call's arguments as JSON corrected to the tool's schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from vllm_llm.parsers._base import (
+    ExtractedToolCalls,
+    MessageDelta,
+    ParsedCall,
+    ToolCallDelta,
+    ToolParser,
+    random_tool_call_id,
+)
+from vllm_llm.parsers.tool._mistral_engine import Event, Kind, MarkupEngine
+from vllm_llm.parsers.tool._mistral_schema import (
+    fix_arg_types,
+    safe_arg_prefix,
+    streamable_string_keys,
+    tool_properties,
+)
+
+__all__ = ["CallAssembler", "MarkupToolParser", "Slot"]
+
+_NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
+
+
+class Slot:
+    """One call being assembled."""
+
+    __slots__ = ("args", "id", "name", "name_sent", "streamed", "string_keys")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.args = ""
+        self.name_sent = False
+        self.string_keys: set[str] | None = None
+        self.streamed = ""
+        """Converted arguments sent so far (formats with `convert`)."""
+
+
+class CallAssembler:
+    """The calls and content of one output, from its events (streamed with `delta`, whole with `whole`)."""
+
+    converts: ClassVar[bool] = False
+    """Arguments are carved out of the call body by `convert` (else the body is the arguments)."""
+    echo_first_args: ClassVar[bool] = False
+    """The argument chunk that reveals the name is sent with it (else only later chunks are)."""
+
+    def __init__(self, tools: Sequence[Mapping[str, Any]], *, reasoning_open: bool = False) -> None:
+        self.tools = tools
+        self._reasoning_open = reasoning_open
+        self.suppress = False
+        """Calls are not assembled (tool_choice "none"): their markup just disappears from the content."""
+        self.reset()
+
+    def reset(self) -> None:
+        self.slots: list[Slot] = []
+        self.deferred_content = ""
+        self._deferred_reasoning = ""
+        self._content_started = False
+        self.reasoning_ended = not self._reasoning_open
+
+    # ---- format hooks ------------------------------------------------------------------------------
+
+    def new_id(self) -> str:
+        return random_tool_call_id()
+
+    def accept_name(self, name: str) -> bool:
+        return bool(name)
+
+    def name_from_args(self, slot: Slot) -> str | None:
+        """The name found in the call body so far (`"name": "..."`)."""
+        found = _NAME.search(slot.args)
+        return (found.group(1) or None) if found else None
+
+    def convert(self, body: str, partial: bool) -> str:
+        """The arguments JSON of a (partial) call body; ValueError when it has none that can be read."""
+        raise NotImplementedError
+
+    def whole_name_and_args(self, body: str) -> tuple[str, str]:
+        """Name and arguments of a nameless call's body: `{"name": ..., "arguments" | "parameters": ...}`,
+        or the object without its name as the arguments; the body itself when it is not a JSON object."""
+        body = body.strip()
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            return "", body
+        if not isinstance(parsed, dict):
+            return "", body
+        name = parsed.get("name", "")
+        name = name if isinstance(name, str) else ""  # vLLM fails on a name that is not a string
+        for key in ("arguments", "parameters"):
+            if key in parsed:
+                value = parsed[key]
+                return name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        return name, json.dumps({k: v for k, v in parsed.items() if k != "name"}, ensure_ascii=False)
+
+    def whole_args(self, body: str, name: str) -> str:
+        return self.whole_name_and_args(body)[1] if body.strip() else "{}"
+
+    # ---- streamed ----------------------------------------------------------------------------------
+
+    def delta(self, events: list[Event], *, finished: bool = False) -> MessageDelta | None:
+        """What one step's events add to the message (None for nothing to send yet)."""
+        if not events and not self.deferred_content:
+            return None
+        calls: list[ToolCallDelta] = []
+        content: list[str] = []
+        reasoning: list[str] = []
+        carried = self.deferred_content
+        saw_call = False
+        for event in events:
+            kind = event.kind
+            if kind is Kind.TEXT:
+                if saw_call:
+                    self.deferred_content += event.value
+                else:
+                    content.append(event.value)
+            elif kind is Kind.REASONING:
+                reasoning.append(event.value)
+            elif kind is Kind.REASONING_END:
+                self.reasoning_ended = True
+            elif self.suppress:
+                continue
+            else:
+                saw_call = True
+                if kind is Kind.CALL_START:
+                    while len(self.slots) <= event.call:
+                        self.slots.append(Slot())
+                elif kind is Kind.NAME:
+                    self.slots[event.call].name += event.value
+                elif kind is Kind.ARGS:
+                    self._on_args(event, calls)
+                else:
+                    self._on_end(event.call, calls)
+        if len(calls) > 1:
+            calls = _merge(calls)
+        if self.deferred_content and (not saw_call or not calls):
+            added = self.deferred_content[len(carried) :]
+            content = [carried, *content, added]
+            self.deferred_content = ""
+        text = "".join(content)
+        if not self._content_started and text:
+            if text.strip():
+                self._content_started = True
+            elif self.slots:
+                text = ""  # whitespace before calls is dropped
+            elif not finished:
+                self.deferred_content, text = text, ""
+        said = "".join(reasoning)
+        if not (text or calls or said):
+            return None
+        return MessageDelta(content=text or None, reasoning=said or None, tool_calls=calls)
+
+    def trim_reasoning(self, delta: MessageDelta | None) -> MessageDelta | None:
+        """Hold back trailing whitespace of streamed reasoning until more reasoning follows (dropped once
+        reasoning ended)."""
+        if delta is not None and delta.reasoning is not None:
+            combined = self._deferred_reasoning + delta.reasoning
+            trimmed = combined.rstrip()
+            self._deferred_reasoning = combined[len(trimmed) :]
+            delta.reasoning = trimmed or None
+            if delta.reasoning is None and delta.content is None and not delta.tool_calls:
+                return None
+        elif self._deferred_reasoning and self.reasoning_ended:
+            self._deferred_reasoning = ""
+        return delta
+
+    def _send_name(
+        self, index: int, name: str | None, calls: list[ToolCallDelta], arguments: str | None
+    ) -> bool:
+        if name is None or not self.accept_name(name):
+            return False
+        slot = self.slots[index]
+        slot.name = name
+        slot.name_sent = True
+        slot.string_keys = streamable_string_keys(tool_properties(self.tools, name))
+        if not slot.id:
+            slot.id = self.new_id()
+        calls.append(ToolCallDelta(index=index, id=slot.id, name=name, arguments=arguments))
+        return True
+
+    def _on_args(self, event: Event, calls: list[ToolCallDelta]) -> None:
+        slot = self.slots[event.call]
+        slot.args += event.value
+        if slot.name_sent:
+            if event.value and (piece := self._arg_piece(slot, event.value)):
+                calls.append(ToolCallDelta(index=event.call, arguments=piece))
+            return
+        if slot.name:
+            sent = self._send_name(event.call, slot.name, calls, None)
+        elif event.value:
+            sent = self._send_name(event.call, self.name_from_args(slot), calls, None)
+        else:
+            sent = False
+        if sent and event.value and self.echo_first_args:
+            calls.append(ToolCallDelta(index=event.call, arguments=event.value))
+
+    def _on_end(self, index: int, calls: list[ToolCallDelta]) -> None:
+        if index >= len(self.slots):
+            return
+        slot = self.slots[index]
+        rest = self._final_piece(slot)
+        if not slot.name_sent and self._send_name(
+            index, slot.name or self.name_from_args(slot) or "", calls, rest or ""
+        ):
+            return
+        if rest and slot.name_sent:
+            calls.append(ToolCallDelta(index=index, arguments=rest))
+
+    def _arg_piece(self, slot: Slot, raw: str) -> str | None:
+        """The arguments text a new body chunk adds: the chunk itself, or for converting formats the growth
+        of the safe prefix of the converted arguments."""
+        if not self.converts:
+            return raw
+        try:
+            current = self.convert(slot.args, True)
+        except (ValueError, TypeError):
+            return None
+        if not current:
+            return None
+        if slot.name:
+            current = fix_arg_types(current, slot.name, self.tools)
+        safe = safe_arg_prefix(current, slot.string_keys)
+        if not safe or safe == slot.streamed or not safe.startswith(slot.streamed):
+            return None
+        piece = safe[len(slot.streamed) :]
+        slot.streamed = safe
+        return piece
+
+    def _final_piece(self, slot: Slot) -> str | None:
+        """At a call's end: the rest of its converted arguments."""
+        if not self.converts:
+            return None
+        try:
+            final = self.convert(slot.args, False)
+        except (ValueError, TypeError):
+            return None
+        if final:
+            final = fix_arg_types(final, slot.name, self.tools)
+        if len(final) <= len(slot.streamed) or not final.startswith(slot.streamed):
+            return None
+        piece = final[len(slot.streamed) :]
+        slot.streamed = final
+        return piece
+
+    # ---- whole -------------------------------------------------------------------------------------
+
+    def calls(self) -> list[ParsedCall]:
+        """The calls assembled from all events."""
+        out: list[ParsedCall] = []
+        for slot in self.slots:
+            if not slot.name and not slot.args:
+                continue
+            name = slot.name.strip()
+            body = slot.args
+            if not name and body.strip():
+                name, args = self.whole_name_and_args(body)
+            elif not body.strip():
+                args = "{}"
+            elif self.converts:
+                try:
+                    args = self.convert(body, False)
+                except (ValueError, TypeError):
+                    args = self.whole_args(body, name)
+            else:
+                args = self.whole_args(body, name)
+            if self.accept_name(name):
+                if not slot.id:
+                    slot.id = self.new_id()
+                out.append(ParsedCall(name=name, arguments=fix_arg_types(args, name, self.tools), id=slot.id))
+        return out
+
+    def whole(self, events: list[Event]) -> tuple[str | None, str | None, list[ParsedCall]]:
+        """(reasoning, content, calls) of a whole output's events (content stripped when there are calls)."""
+        delta = self.delta(events, finished=True)
+        calls = self.calls()
+        reasoning = (delta.reasoning or "").rstrip() or None if delta is not None else None
+        content = delta.content if delta is not None else None
+        if content and calls:
+            content = content.strip() or None
+        return reasoning, content, calls
+
+
+def _merge(calls: list[ToolCallDelta]) -> list[ToolCallDelta]:
+    """One delta per call index (first id and name, arguments joined)."""
+    merged: dict[int, ToolCallDelta] = {}
+    for call in calls:
+        into = merged.get(call.index)
+        if into is None:
+            merged[call.index] = call
+            continue
+        into.id = into.id if into.id is not None else call.id
+        into.name = into.name if into.name is not None else call.name
+        if call.arguments is not None:
+            into.arguments = (into.arguments or "") + call.arguments
+    return list(merged.values())
+
+
+class MarkupToolParser(ToolParser):
+    """A tool parser that is a `MarkupEngine` plus a `CallAssembler` (set by the subclass's __init__).
+
+    Two settings depend on how the parser is composed, which vLLM's serving layer sets and the `ToolParser`
+    interface does not carry: `reasoning_markup_is_text` (True, vLLM's default for a tool parser without a
+    reasoning parser: reasoning markers stay content; a composer running a reasoning parser first sets it
+    False, and the tool parser then reads reasoning markup after the reasoning phase as reasoning) and
+    `suppress_calls` (vLLM's tool_choice "none" with tools: calls are dropped rather than assembled, which
+    changes how the content around them is trimmed).
+    """
+
+    engine_based = True
+    keeps_special_tokens = True  # vLLM's engine parsers detokenize with special tokens kept
+    _engine: MarkupEngine
+    _calls: CallAssembler
+
+    @property
+    def reasoning_markup_is_text(self) -> bool:
+        return self._engine.skip_reasoning
+
+    @reasoning_markup_is_text.setter
+    def reasoning_markup_is_text(self, value: bool) -> None:
+        self._engine.skip_reasoning = value
+
+    @property
+    def suppress_calls(self) -> bool:
+        return self._calls.suppress
+
+    @suppress_calls.setter
+    def suppress_calls(self, value: bool) -> None:
+        self._calls.suppress = value
+
+    def extract(self, text: str) -> ExtractedToolCalls:
+        self._engine.reset()
+        self._calls.reset()
+        events = self._engine.feed(text, ())
+        events += self._engine.finish()
+        _, content, calls = self._calls.whole(events)
+        return ExtractedToolCalls(called=bool(calls), calls=calls, content=content)
+
+    def feed(self, delta_text: str, delta_token_ids: Sequence[int]) -> MessageDelta | None:
+        return self._calls.trim_reasoning(self._calls.delta(self._engine.feed(delta_text, delta_token_ids)))
+
+    def finish(self) -> MessageDelta | None:
+        events = self._engine.finish()
+        if not events and not self._calls.deferred_content:
+            return None
+        return self._calls.delta(events, finished=True)
