@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from tests.support.quiet_import import quietly_import
-from vllm_llm import InvalidRequest, MockLlm
+from vllm_llm import InvalidRequest, MockLlm, ParserOptions
 from vllm_llm.chat import ChatLlm, ChatMessage, ChatRequest, FunctionCall, TextPart, ToolCall
-from vllm_llm.text import TextLlm, TextSamplingParams
+from vllm_llm.text import TextLlm, TextSamplingParams, TextTokenizer
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "chat_templates"
 
@@ -216,7 +216,9 @@ async def test_chat_stream_deltas(text_llm: TextLlm, mock_llm: MockLlm, hf_token
         assert mine[0].role == "assistant"
         assert all(d.role is None for d in mine[1:])
         assert mine[-1].finish_reason == "length"
-        assert "".join(d.content or "" for d in mine) == text_llm.decode([t for d in mine for t in d.token_ids])
+        assert "".join(d.content or "" for d in mine) == text_llm.decode(
+            [t for d in mine for t in d.token_ids]
+        )
     assert deltas[-1].usage is not None
 
 
@@ -321,3 +323,16 @@ def test_reasoning_effort_reaches_the_template_as_vllm_passes_it(
     )
     rendering = {"add_generation_prompt", "continue_final_message", "documents"}  # passed on their own
     assert ours == {k: v for k, v in theirs.items() if k not in rendering}
+
+
+def test_parsers_the_tokenizer_cannot_serve_fail_at_start(mock_llm: MockLlm) -> None:
+    """vLLM's start-up check: a format's markers must be tokens of the model's tokenizer."""
+    bare = quietly_import("tokenizers")
+    word_level = bare.Tokenizer(bare.models.WordLevel({"<unk>": 0, "hello": 1}, unk_token="<unk>"))
+    text = TextLlm(mock_llm, tokenizer=TextTokenizer.load(word_level))
+    with pytest.raises(ValueError, match=r"--reasoning-parser deepseek_r1 cannot be used with the tokenizer"):
+        ChatLlm(text, parsers=ParserOptions(reasoning_parser="deepseek_r1"))
+    with pytest.raises(ValueError, match=r"invalid tool call parser: nope"):
+        ChatLlm(text, parsers=ParserOptions(enable_auto_tool_choice=True, tool_call_parser="nope"))
+    # the tiny model's tokenizer has the markers
+    ChatLlm(TextLlm(mock_llm), parsers=ParserOptions(reasoning_parser="deepseek_r1"))

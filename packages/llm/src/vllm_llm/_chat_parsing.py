@@ -57,6 +57,26 @@ class Parsing:
             reasoning_parser_class(options.reasoning_parser) if options.reasoning_parser else None
         )
 
+    def check_tokenizer(self, tokenizer: TextTokenizer, model: str) -> None:
+        """vLLM's start-up check that the tokenizer has what the parsers need; raises ValueError."""
+        if not self.active:
+            return
+        try:
+            self.choice_parser(tokenizer, None, None, include_reasoning=True, chat_template_kwargs={})
+        except Exception as exc:
+            options = self.options
+            flags = [
+                f"--{flag} {name}"
+                for flag, name, cls in (
+                    ("tool-call-parser", options.tool_call_parser, self.tool_parser),
+                    ("reasoning-parser", options.reasoning_parser, self.reasoning_parser),
+                )
+                if cls is not None
+            ]
+            raise ValueError(
+                f"{' and '.join(flags)} cannot be used with the tokenizer of {model!r}: {exc}"
+            ) from exc
+
     @property
     def active(self) -> bool:
         """Whether any parser runs over the output."""

@@ -370,6 +370,7 @@ class ChatLlm:
         self._response_role = response_role
         self.parsers = parsers or ParserOptions()
         self._parsing = Parsing(self.parsers)
+        self._parsing.check_tokenizer(text.tokenizer, text.info().model)
         self._formats: dict[str, Literal["openai", "string"]] = {}
 
     def render(self, request: ChatRequest) -> RenderedChat:
