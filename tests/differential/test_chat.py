@@ -153,7 +153,8 @@ async def test_no_tool_calls_is_left_out(pair: Pair) -> None:
     "--enable-prompt-tokens-details (found with Step 10's tool-choice tests)",
 )
 async def test_prompt_tokens_details_only_with_the_flag(pair: Pair) -> None:
-    messages = [{"role": "user", "content": "Tell me about the cache, twice."}]
+    # long enough to fill whole KV blocks, which the second request finds cached
+    messages = [{"role": "user", "content": "Tell me about the cache, twice. " * 12}]
     await both(pair, messages=messages, max_tokens=2)
     theirs, ours = await both(pair, messages=messages, max_tokens=2)
     assert_same(theirs["usage"], ours["usage"])

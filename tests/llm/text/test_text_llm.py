@@ -79,8 +79,9 @@ async def test_stop_string_text_is_held_back_in_deltas(text_llm: TextLlm, mock_l
         seen += d.text
         seen_tokens.extend(d.token_ids)
         if d.finish_reason is None:
-            # The last len(stop) - 1 chars so far are held back: they could begin the stop string.
-            so_far = text_llm.decode(seen_tokens)
+            # The last len(stop) - 1 chars so far are held back: they could begin the stop string (and an
+            # unfinished UTF-8 sequence at the end is no character yet).
+            so_far = text_llm.decode(seen_tokens).rstrip("\ufffd")
             assert seen == so_far[: len(so_far) - (len(stop) - 1)]
     assert seen == full[: full.index(stop)]
 
@@ -129,9 +130,12 @@ async def test_logprobs_carry_decoded_tokens(text_llm: TextLlm, mock_llm: MockLl
         assert pos.token_id == token
         assert pos.candidates[0].token_id == token
         assert len(pos.candidates) <= 4
-        assert [c.token for c in pos.candidates] == text_llm.tokenizer.decode_each(
-            [c.token_id for c in pos.candidates]
-        )
+        alone = text_llm.tokenizer.decode_each([c.token_id for c in pos.candidates])
+        for candidate, decoded in zip(pos.candidates, alone, strict=True):
+            # a token that is part of a character is corrected from its context, as vLLM does
+            # (test_parity_vllm compares those with vLLM's own)
+            if not decoded.endswith("\ufffd"):
+                assert candidate.token == decoded
     assert choice.cumulative_logprob == pytest.approx(sum(p.logprob for p in choice.logprobs))
     assert result.prompt_logprobs is not None
     assert result.prompt_logprobs[0] is None
@@ -190,6 +194,6 @@ async def test_eos_finishes_with_stop_and_no_reason(text_llm: TextLlm, mock_llm:
     (choice,) = result.choices
     assert (choice.finish_reason, choice.stop_reason) == ("stop", None)
     assert choice.token_ids == tokens[:4]
-    assert choice.text == llm.decode(tokens[:3])
+    assert choice.text == llm.decode(tokens[:3]).rstrip("\ufffd")  # an unfinished character never shows
     ignored = await llm.complete(request("eos2", max_tokens=8, ignore_eos=True))
     assert ignored.choices[0].token_ids == tokens[:8]

@@ -15,7 +15,7 @@ from typing import Any
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import MessageDelta, ReasoningParser, ReasoningStep
 from vllm_llm.parsers.tool._mistral_calls import CallAssembler
-from vllm_llm.parsers.tool._mistral_engine import Kind, MarkupEngine
+from vllm_llm.parsers.tool._mistral_engine import Ev, MarkupEngine
 from vllm_llm.parsers.tool.mistral import END_THINK, THINK, mistral_grammar, require_tool_calls_token
 
 __all__ = ["MistralReasoningParser"]
@@ -54,8 +54,8 @@ class MistralReasoningParser(ReasoningParser):
         self._engine.reset()
         events = self._engine.feed(text, ())
         events += self._engine.finish()
-        reasoning = "".join(e.value for e in events if e.kind is Kind.REASONING).rstrip()
-        content = "".join(e.value for e in events if e.kind is Kind.TEXT)
+        reasoning = "".join(e.value for e in events if e.kind is Ev.REASONING).rstrip()
+        content = "".join(e.value for e in events if e.kind is Ev.TEXT)
         return reasoning or None, content or None
 
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
@@ -86,7 +86,7 @@ class MistralReasoningParser(ReasoningParser):
 
     def finish(self) -> MessageDelta | None:
         events = self._engine.finish()
-        if not events and not self._events.deferred_content:
+        if not events and not self._events.content.held:
             return None
         return self._events.delta(events, finished=True)
 

@@ -1,5 +1,6 @@
-"""Arguments typed by the tool's JSON schema, for formats whose argument values arrive as bare text (vLLM's
-`coerce_to_schema_type` and the engine's `_fix_arg_types`).
+"""Arguments typed by the tool's JSON schema (vLLM's `coerce_to_schema_type` and the engine's
+`_fix_arg_types`), the one implementation the tagged formats (`_tagged.py`), Mistral's engine port
+(`_mistral_calls.py`) and Kimi K2 use.
 
 A value's schema types (`type`, `enum` values, `anyOf`/`oneOf`/`allOf`) are tried in a fixed order, null,
 integer, number, boolean, object, array, string; the first that reads the text wins. Without a usable type the
@@ -14,7 +15,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["schema_types", "streamable_string_keys", "tool_properties", "typed_arguments"]
+__all__ = [
+    "coerce_text",
+    "has_tool",
+    "schema_types",
+    "streamable_string_keys",
+    "tool_properties",
+    "typed_arguments",
+]
 
 _ORDER = ("null", "integer", "number", "boolean", "object", "array", "string")
 
@@ -41,13 +49,28 @@ def has_tool(tools: Sequence[Mapping[str, Any]], name: str) -> bool:
     return any(_function(tool).get("name") == name for tool in tools)
 
 
-def tool_properties(tools: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
-    """The `properties` of the first tool named `name` ({} when there is none)."""
+def tool_properties(
+    tools: Sequence[Mapping[str, Any]],
+    name: str,
+    *,
+    bare_tools: bool = False,
+    functions_only: bool = False,
+) -> Mapping[str, Any]:
+    """The `properties` of the first tool named `name` ({} when there is none).
+
+    Per-format differences of vLLM's lookups: with `bare_tools` a tool without a `function` member is read
+    as the function itself (the Mistral engine's `tool.get("function", tool)`); with `functions_only` tools
+    whose `type` is not "function" are skipped (Kimi K2's engine).
+    """
     for tool in tools:
-        function = _function(tool)
-        if function.get("name") == name:
-            properties = (function.get("parameters") or {}).get("properties")
-            return properties if isinstance(properties, Mapping) else {}
+        if functions_only and tool.get("type", "function") != "function":
+            continue
+        function = tool.get("function", tool) if bare_tools else tool.get("function")
+        if not isinstance(function, Mapping) or function.get("name") != name:
+            continue
+        parameters = function.get("parameters")
+        properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+        return properties if isinstance(properties, Mapping) else {}
     return {}
 
 

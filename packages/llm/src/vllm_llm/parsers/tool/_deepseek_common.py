@@ -22,7 +22,9 @@ import msgspec
 
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import (
+    ExtractedToolCalls,
     MessageDelta,
+    ParsedCall,
     ToolCallDelta,
     ToolParser,
     random_tool_call_id,
@@ -75,6 +77,21 @@ class DeepSeekToolParser(ToolParser):
         """Per call: what was read of it at the last step (vLLM's prev_tool_call_arr)."""
         self._streamed: list[str] = []
         """Per call: the arguments streamed so far."""
+
+    def extract(self, text: str) -> ExtractedToolCalls:
+        """The calls of a whole output (`whole_calls`), the text before the section as content; all content
+        without a section or when `whole_calls` gives None."""
+        if CALLS_BEGIN not in text:
+            return ExtractedToolCalls(called=False, content=text)
+        calls = self.whole_calls(text)
+        if calls is None:
+            return ExtractedToolCalls(called=False, content=text)
+        content = text[: text.find(CALLS_BEGIN)]
+        return ExtractedToolCalls(called=True, calls=calls, content=content or None)
+
+    @abc.abstractmethod
+    def whole_calls(self, text: str) -> list[ParsedCall] | None:
+        """The calls of a whole output that has the section; None when it is all content."""
 
     @abc.abstractmethod
     def read_call(self, portion: str) -> ReadCall | None:

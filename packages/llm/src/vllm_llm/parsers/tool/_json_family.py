@@ -17,14 +17,21 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from vllm_llm.parsers._base import MessageDelta, ToolCallDelta, random_tool_call_id
+
 __all__ = [
+    "NAME_FIELD",
     "PartialJsonError",
+    "SkipStep",
     "common_prefix",
     "dumps",
+    "field",
+    "flush_finished_call",
     "intermediate_diff",
     "is_complete_json",
     "loads_partial",
     "loads_partial_prefix",
+    "name_delta",
     "partial_tag_overlap",
     "remaining_arguments",
 ]
@@ -32,6 +39,50 @@ __all__ = [
 
 class PartialJsonError(ValueError):
     """A prefix that cannot be completed into JSON (yet, or ever)."""
+
+
+class SkipStep(Exception):
+    """This stream step sends nothing and its parse is not recorded (where vLLM fails or waits)."""
+
+
+#: A `"name": "..."` (non-empty) spelled in a call's JSON text.
+NAME_FIELD = re.compile(r'"name"\s*:\s*"([^"]+)"')
+
+
+def field(call: Any, key: str) -> Any:
+    """`call[key]` of a parsed call object (None when missing); SkipStep when it is not an object."""
+    if not isinstance(call, dict):
+        raise SkipStep(key)
+    return call.get(key)
+
+
+def flush_finished_call(
+    call: Any, index: int, streamed: list[str], *, drop_copies: bool
+) -> MessageDelta | None:
+    """When a new call began: the arguments of the finished call `index` (its last parse `call`) that were
+    not streamed, added to `streamed[index]`; what follows the streamed text, or with `drop_copies` (vLLM's
+    Jamba parser) the whole arguments less every copy of the streamed text. None before the first call or
+    without arguments."""
+    if index < 0:
+        return None
+    arguments = field(call, "arguments")
+    if not arguments:
+        return None
+    text = dumps(arguments)
+    more = text.replace(streamed[index], "") if drop_copies else text[len(streamed[index]) :]
+    streamed[index] += more
+    return MessageDelta(tool_calls=[ToolCallDelta(index=index, arguments=more)])
+
+
+def name_delta(call: Any, index: int) -> MessageDelta | None:
+    """The delta that opens call `index` once its parsed object has a name (None before); SkipStep when
+    the name is not a string."""
+    name = field(call, "name")
+    if not name:
+        return None
+    if not isinstance(name, str):
+        raise SkipStep("name")
+    return MessageDelta(tool_calls=[ToolCallDelta(index=index, id=random_tool_call_id(), name=name)])
 
 
 def dumps(value: Any) -> str:

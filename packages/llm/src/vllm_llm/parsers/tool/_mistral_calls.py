@@ -11,8 +11,6 @@ reads each call's arguments as JSON corrected to the tool's schema.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -24,17 +22,16 @@ from vllm_llm.parsers._base import (
     ToolParser,
     random_tool_call_id,
 )
-from vllm_llm.parsers.tool._mistral_engine import Event, Kind, MarkupEngine
-from vllm_llm.parsers.tool._mistral_schema import (
-    fix_arg_types,
-    safe_arg_prefix,
-    streamable_string_keys,
-    tool_properties,
+from vllm_llm.parsers.tool._arg_types import streamable_string_keys, tool_properties, typed_arguments
+from vllm_llm.parsers.tool._call_deltas import (
+    DeltaContent,
+    json_call,
+    name_in_arguments,
+    stable_json_prefix,
 )
+from vllm_llm.parsers.tool._mistral_engine import Event, MarkupEngine
 
 __all__ = ["CallAssembler", "MarkupToolParser", "Slot"]
-
-_NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
 
 
 class Slot:
@@ -69,9 +66,7 @@ class CallAssembler:
 
     def reset(self) -> None:
         self.slots: list[Slot] = []
-        self.deferred_content = ""
-        self._deferred_reasoning = ""
-        self._content_started = False
+        self.content = DeltaContent()
         self.reasoning_ended = not self._reasoning_open
 
     # ---- format hooks ------------------------------------------------------------------------------
@@ -84,8 +79,7 @@ class CallAssembler:
 
     def name_from_args(self, slot: Slot) -> str | None:
         """The name found in the call body so far (`"name": "..."`)."""
-        found = _NAME.search(slot.args)
-        return (found.group(1) or None) if found else None
+        return name_in_arguments(slot.args)
 
     def convert(self, body: str, partial: bool) -> str:
         """The arguments JSON of a (partial) call body; ValueError when it has none that can be read."""
@@ -94,20 +88,7 @@ class CallAssembler:
     def whole_name_and_args(self, body: str) -> tuple[str, str]:
         """Name and arguments of a nameless call's body: `{"name": ..., "arguments" | "parameters": ...}`,
         or the object without its name as the arguments; the body itself when it is not a JSON object."""
-        body = body.strip()
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            return "", body
-        if not isinstance(parsed, dict):
-            return "", body
-        name = parsed.get("name", "")
-        name = name if isinstance(name, str) else ""  # vLLM fails on a name that is not a string
-        for key in ("arguments", "parameters"):
-            if key in parsed:
-                value = parsed[key]
-                return name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        return name, json.dumps({k: v for k, v in parsed.items() if k != "name"}, ensure_ascii=False)
+        return json_call(body)
 
     def whole_args(self, body: str, name: str) -> str:
         return self.whole_name_and_args(body)[1] if body.strip() else "{}"
@@ -116,69 +97,30 @@ class CallAssembler:
 
     def delta(self, events: list[Event], *, finished: bool = False) -> MessageDelta | None:
         """What one step's events add to the message (None for nothing to send yet)."""
-        if not events and not self.deferred_content:
+        if not events and not self.content.held:
             return None
-        calls: list[ToolCallDelta] = []
-        content: list[str] = []
-        reasoning: list[str] = []
-        carried = self.deferred_content
-        saw_call = False
-        for event in events:
-            kind = event.kind
-            if kind is Kind.TEXT:
-                if saw_call:
-                    self.deferred_content += event.value
-                else:
-                    content.append(event.value)
-            elif kind is Kind.REASONING:
-                reasoning.append(event.value)
-            elif kind is Kind.REASONING_END:
-                self.reasoning_ended = True
-            elif self.suppress:
-                continue
-            else:
-                saw_call = True
-                if kind is Kind.CALL_START:
-                    while len(self.slots) <= event.call:
-                        self.slots.append(Slot())
-                elif kind is Kind.NAME:
-                    self.slots[event.call].name += event.value
-                elif kind is Kind.ARGS:
-                    self._on_args(event, calls)
-                else:
-                    self._on_end(event.call, calls)
-        if len(calls) > 1:
-            calls = _merge(calls)
-        if self.deferred_content and (not saw_call or not calls):
-            added = self.deferred_content[len(carried) :]
-            content = [carried, *content, added]
-            self.deferred_content = ""
-        text = "".join(content)
-        if not self._content_started and text:
-            if text.strip():
-                self._content_started = True
-            elif self.slots:
-                text = ""  # whitespace before calls is dropped
-            elif not finished:
-                self.deferred_content, text = text, ""
-        said = "".join(reasoning)
-        if not (text or calls or said):
-            return None
-        return MessageDelta(content=text or None, reasoning=said or None, tool_calls=calls)
+        triples = ((event.kind, event.value, event.call) for event in events)
+        return self.content.step(triples, self, suppress=self.suppress, finished=finished)
+
+    # ---- call hooks (`CallHooks`) ------------------------------------------------------------------
+
+    def on_start(self, index: int) -> None:
+        while len(self.slots) <= index:
+            self.slots.append(Slot())
+
+    def on_name(self, index: int, text: str) -> None:
+        self.slots[index].name += text
+
+    def on_reasoning_end(self) -> None:
+        self.reasoning_ended = True
+
+    def has_calls(self) -> bool:
+        return bool(self.slots)
 
     def trim_reasoning(self, delta: MessageDelta | None) -> MessageDelta | None:
         """Hold back trailing whitespace of streamed reasoning until more reasoning follows (dropped once
         reasoning ended)."""
-        if delta is not None and delta.reasoning is not None:
-            combined = self._deferred_reasoning + delta.reasoning
-            trimmed = combined.rstrip()
-            self._deferred_reasoning = combined[len(trimmed) :]
-            delta.reasoning = trimmed or None
-            if delta.reasoning is None and delta.content is None and not delta.tool_calls:
-                return None
-        elif self._deferred_reasoning and self.reasoning_ended:
-            self._deferred_reasoning = ""
-        return delta
+        return self.content.trim_reasoning(delta, reasoning_ended=self.reasoning_ended)
 
     def _send_name(
         self, index: int, name: str | None, calls: list[ToolCallDelta], arguments: str | None
@@ -188,29 +130,29 @@ class CallAssembler:
         slot = self.slots[index]
         slot.name = name
         slot.name_sent = True
-        slot.string_keys = streamable_string_keys(tool_properties(self.tools, name))
+        slot.string_keys = streamable_string_keys(tool_properties(self.tools, name, bare_tools=True))
         if not slot.id:
             slot.id = self.new_id()
         calls.append(ToolCallDelta(index=index, id=slot.id, name=name, arguments=arguments))
         return True
 
-    def _on_args(self, event: Event, calls: list[ToolCallDelta]) -> None:
-        slot = self.slots[event.call]
-        slot.args += event.value
+    def on_arguments(self, index: int, text: str, calls: list[ToolCallDelta]) -> None:
+        slot = self.slots[index]
+        slot.args += text
         if slot.name_sent:
-            if event.value and (piece := self._arg_piece(slot, event.value)):
-                calls.append(ToolCallDelta(index=event.call, arguments=piece))
+            if text and (piece := self._arg_piece(slot, text)):
+                calls.append(ToolCallDelta(index=index, arguments=piece))
             return
         if slot.name:
-            sent = self._send_name(event.call, slot.name, calls, None)
-        elif event.value:
-            sent = self._send_name(event.call, self.name_from_args(slot), calls, None)
+            sent = self._send_name(index, slot.name, calls, None)
+        elif text:
+            sent = self._send_name(index, self.name_from_args(slot), calls, None)
         else:
             sent = False
-        if sent and event.value and self.echo_first_args:
-            calls.append(ToolCallDelta(index=event.call, arguments=event.value))
+        if sent and text and self.echo_first_args:
+            calls.append(ToolCallDelta(index=index, arguments=text))
 
-    def _on_end(self, index: int, calls: list[ToolCallDelta]) -> None:
+    def on_end(self, index: int, calls: list[ToolCallDelta]) -> None:
         if index >= len(self.slots):
             return
         slot = self.slots[index]
@@ -221,6 +163,13 @@ class CallAssembler:
             return
         if rest and slot.name_sent:
             calls.append(ToolCallDelta(index=index, arguments=rest))
+
+    def _typed(self, arguments: str, name: str) -> str:
+        """`arguments` typed by the named tool's schema (vLLM's `_fix_arg_types`; a tool without a
+        `function` member is read as the function itself)."""
+        if not self.tools or not name:
+            return arguments
+        return typed_arguments(arguments, tool_properties(self.tools, name, bare_tools=True))
 
     def _arg_piece(self, slot: Slot, raw: str) -> str | None:
         """The arguments text a new body chunk adds: the chunk itself, or for converting formats the growth
@@ -234,8 +183,8 @@ class CallAssembler:
         if not current:
             return None
         if slot.name:
-            current = fix_arg_types(current, slot.name, self.tools)
-        safe = safe_arg_prefix(current, slot.string_keys)
+            current = self._typed(current, slot.name)
+        safe = stable_json_prefix(current, slot.string_keys)
         if not safe or safe == slot.streamed or not safe.startswith(slot.streamed):
             return None
         piece = safe[len(slot.streamed) :]
@@ -251,7 +200,7 @@ class CallAssembler:
         except (ValueError, TypeError):
             return None
         if final:
-            final = fix_arg_types(final, slot.name, self.tools)
+            final = self._typed(final, slot.name)
         if len(final) <= len(slot.streamed) or not final.startswith(slot.streamed):
             return None
         piece = final[len(slot.streamed) :]
@@ -282,7 +231,7 @@ class CallAssembler:
             if self.accept_name(name):
                 if not slot.id:
                     slot.id = self.new_id()
-                out.append(ParsedCall(name=name, arguments=fix_arg_types(args, name, self.tools), id=slot.id))
+                out.append(ParsedCall(name=name, arguments=self._typed(args, name), id=slot.id))
         return out
 
     def whole(self, events: list[Event]) -> tuple[str | None, str | None, list[ParsedCall]]:
@@ -294,21 +243,6 @@ class CallAssembler:
         if content and calls:
             content = content.strip() or None
         return reasoning, content, calls
-
-
-def _merge(calls: list[ToolCallDelta]) -> list[ToolCallDelta]:
-    """One delta per call index (first id and name, arguments joined)."""
-    merged: dict[int, ToolCallDelta] = {}
-    for call in calls:
-        into = merged.get(call.index)
-        if into is None:
-            merged[call.index] = call
-            continue
-        into.id = into.id if into.id is not None else call.id
-        into.name = into.name if into.name is not None else call.name
-        if call.arguments is not None:
-            into.arguments = (into.arguments or "") + call.arguments
-    return list(merged.values())
 
 
 class MarkupToolParser(ToolParser):
@@ -356,6 +290,6 @@ class MarkupToolParser(ToolParser):
 
     def finish(self) -> MessageDelta | None:
         events = self._engine.finish()
-        if not events and not self._calls.deferred_content:
+        if not events and not self._calls.content.held:
             return None
         return self._calls.delta(events, finished=True)

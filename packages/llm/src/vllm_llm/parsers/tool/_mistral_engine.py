@@ -26,9 +26,10 @@ from functools import cached_property
 from typing import NamedTuple
 
 from vllm_llm._text_tokenizer import TextTokenizer
+from vllm_llm.parsers.tool._call_deltas import Ev
 from vllm_llm.parsers.tool._mistral_lexing import DROP, Lexer, Piece, Scanner
 
-__all__ = ["TOOL_STATES", "Event", "Grammar", "Kind", "MarkupEngine", "Move", "State"]
+__all__ = ["TOOL_STATES", "Ev", "Event", "Grammar", "MarkupEngine", "Move", "State"]
 
 
 class State(enum.Enum):
@@ -42,26 +43,16 @@ TOOL_STATES = frozenset({State.TOOL_NAME, State.TOOL_ARGS})
 _PLAIN_STATES = frozenset({State.CONTENT, State.REASONING})
 
 
-class Kind(enum.Enum):
-    TEXT = "text"
-    REASONING = "reasoning"
-    REASONING_END = "reasoning_end"
-    CALL_START = "call_start"
-    NAME = "name"
-    ARGS = "args"
-    CALL_END = "call_end"
-
-
 _STATE_TEXT = {
-    State.CONTENT: Kind.TEXT,
-    State.REASONING: Kind.REASONING,
-    State.TOOL_NAME: Kind.NAME,
-    State.TOOL_ARGS: Kind.ARGS,
+    State.CONTENT: Ev.TEXT,
+    State.REASONING: Ev.REASONING,
+    State.TOOL_NAME: Ev.NAME,
+    State.TOOL_ARGS: Ev.ARGS,
 }
 
 
 class Event(NamedTuple):
-    kind: Kind
+    kind: Ev
     value: str
     call: int
     """The tool call the event belongs to (-1 before the first)."""
@@ -73,7 +64,7 @@ class Move(NamedTuple):
     """A terminal's transition: the next state and the events it emits (carrying the terminal's text)."""
 
     to: State
-    emits: tuple[Kind, ...] = ()
+    emits: tuple[Ev, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,7 +93,7 @@ class Grammar:
             for (src, t), m in self.moves.items()
             if State.REASONING in (src, m.to) and m.to not in TOOL_STATES
         )
-        reasoning_events = {Kind.REASONING_END}
+        reasoning_events = {Ev.REASONING_END}
         for (src, t), m in self.moves.items():
             if t in markers and (
                 src not in _PLAIN_STATES
@@ -171,20 +162,20 @@ class MarkupEngine:
         events = self._pieces(self._scanner.flush())
         events += self._lexed(self._lexer.flush())
         if self._args:
-            events.append(Event(Kind.ARGS, self._args, self.call))
+            events.append(Event(Ev.ARGS, self._args, self.call))
             self._args = ""
         if self.state in TOOL_STATES:
             open_call = self._in_element if self.grammar.array_body else True
             if open_call and self.call >= 0:
-                events.append(Event(Kind.CALL_END, "", self.call))
+                events.append(Event(Ev.END, "", self.call))
             self.state = State.CONTENT
         elif self.state is State.REASONING:
-            events.append(Event(Kind.REASONING_END, "", self.call))
+            events.append(Event(Ev.REASONING_END, "", self.call))
             self.state = State.CONTENT
         return self._counted(events)
 
     def _counted(self, events: list[Event]) -> list[Event]:
-        self.reasoning_tokens += sum(e.tokens for e in events if e.kind is Kind.REASONING)
+        self.reasoning_tokens += sum(e.tokens for e in events if e.kind is Ev.REASONING)
         return events
 
     # ---- terminals and text ------------------------------------------------------------------------
@@ -219,19 +210,19 @@ class MarkupEngine:
         if self.skip_reasoning and name in self.grammar.reasoning_markup:
             return self._text(value, tokens)
         if self.skip_tools and name in self.grammar.tool_terminals:
-            if Kind.REASONING_END in move.emits:
+            if Ev.REASONING_END in move.emits:
                 self.state = State.CONTENT
-                return [Event(Kind.REASONING_END, value, self.call), Event(Kind.TEXT, value, self.call)]
+                return [Event(Ev.REASONING_END, value, self.call), Event(Ev.TEXT, value, self.call)]
             return [Event(_STATE_TEXT[self.state], value, self.call)]
         events: list[Event] = []
         if self.state is State.TOOL_ARGS and move.to is not State.TOOL_ARGS and self._args:
-            events.append(Event(Kind.ARGS, self._args, self.call))
+            events.append(Event(Ev.ARGS, self._args, self.call))
             self._args = ""
         self.state = move.to
         for kind in move.emits:
-            if kind is Kind.CALL_START:
+            if kind is Ev.START:
                 self.call += 1
-            if kind is Kind.TEXT and not value:
+            if kind is Ev.TEXT and not value:
                 continue
             events.append(Event(kind, value, self.call, tokens))
         if self.state is State.TOOL_ARGS:
@@ -275,7 +266,7 @@ class MarkupEngine:
             if self._depth == 0:
                 return []
         chunk, self._args = self._args, ""
-        return [Event(Kind.ARGS, chunk, self.call)]
+        return [Event(Ev.ARGS, chunk, self.call)]
 
     def _array_char(self, ch: str) -> list[Event]:
         """One character of a JSON array of calls: `[`, `{...}` elements (each one call), `,`, `]`."""
@@ -284,9 +275,9 @@ class MarkupEngine:
             if ch == "}" and not self._in_string and not self._escape and self._depth == 0:
                 self._in_element = False
                 if self._args:
-                    events.append(Event(Kind.ARGS, self._args, self.call))
+                    events.append(Event(Ev.ARGS, self._args, self.call))
                     self._args = ""
-                events.append(Event(Kind.CALL_END, "", self.call))
+                events.append(Event(Ev.END, "", self.call))
             return events
         if ch in " \t\r\n":
             return []
@@ -301,7 +292,7 @@ class MarkupEngine:
             self.call += 1
             self._reset_args()
             self._in_element = True
-            return [Event(Kind.CALL_START, "", self.call), *self._args_char(ch)]
+            return [Event(Ev.START, "", self.call), *self._args_char(ch)]
         if ch == "]":
             self.state = State.CONTENT
             self._array_open = False

@@ -22,9 +22,6 @@ when calls were found.
 from __future__ import annotations
 
 import abc
-import enum
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -44,6 +41,13 @@ from vllm_llm.parsers.tool._arg_types import (
     tool_properties,
     typed_arguments,
 )
+from vllm_llm.parsers.tool._call_deltas import (
+    DeltaContent,
+    Ev,
+    json_call,
+    name_in_arguments,
+    stable_json_prefix,
+)
 
 __all__ = [
     "ARGS",
@@ -56,7 +60,6 @@ __all__ = [
     "Grammar",
     "TagScanner",
     "TaggedToolParser",
-    "stable_json_prefix",
 ]
 
 # States. Text in CONTENT is content, in REASONING reasoning, in NAME the call's name, in ARGS its raw
@@ -72,18 +75,6 @@ _CALL_STATES = frozenset((PREAMBLE, NAME, ARGS, BETWEEN))
 
 _DROP = "__drop__"
 """The tag name of special tokens that are not tags of the format."""
-
-
-class Ev(enum.Enum):
-    """What a piece of text or a tag means."""
-
-    TEXT = "text"
-    START = "start"  # a call starts (a new index)
-    NAME = "name"  # text of the call's name
-    ARGS = "args"  # text of the call's raw arguments
-    END = "end"  # the call ends
-    REASONING = "reasoning"  # text of reasoning
-    REASONING_END = "reasoning_end"  # reasoning ends
 
 
 _STATE_TEXT = {CONTENT: Ev.TEXT, REASONING: Ev.REASONING, NAME: Ev.NAME, ARGS: Ev.ARGS}
@@ -158,53 +149,6 @@ class TagScanner:
                 if any(rest[: len(tag)] == tag[: len(rest)] for tag in self._tags):
                     return i
         return len(buffer)
-
-
-def stable_json_prefix(arguments: str, string_keys: set[str] | None) -> str:
-    """The part of a growing JSON object that later text cannot change: up to the last top-level value,
-    or into it while it is a string of one of `string_keys` (any key when None)."""
-    colon = -1
-    last_key: str | None = None
-    key: str | None = None
-    in_string = escaped = False
-    string_start = depth = 0
-    for i, char in enumerate(arguments):
-        if escaped:
-            escaped = False
-        elif in_string:
-            if char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-                if depth == 1:
-                    key = arguments[string_start + 1 : i]
-        elif char == '"':
-            in_string = True
-            string_start = i
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-        elif char == ":" and depth == 1:
-            colon, last_key, key = i, key, None
-    if colon < 0:
-        return ""
-    end = colon + 1
-    while end < len(arguments) and arguments[end] in " \t\n\r":
-        end += 1
-    if end >= len(arguments) or arguments[end] != '"':
-        return arguments[:end]
-    if string_keys is not None and last_key not in string_keys:
-        return arguments[:end]
-    escaped = False
-    for i in range(end + 1, len(arguments)):
-        if escaped:
-            escaped = False
-        elif arguments[i] == "\\":
-            escaped = True
-        elif arguments[i] == '"':
-            return arguments[:i]
-    return arguments
 
 
 class _Call:
@@ -289,7 +233,7 @@ class TaggedToolParser(ToolParser):
             name = call.name.strip()
             raw = call.arguments
             if not name and raw.strip():
-                name, arguments = _json_call(raw)
+                name, arguments = json_call(raw)
             elif raw.strip():
                 arguments = self.convert(raw, False)
             else:
@@ -306,7 +250,7 @@ class TaggedToolParser(ToolParser):
 
     def finish(self) -> MessageDelta | None:
         events = self._close()
-        if events or self._held:
+        if events or self._content.held:
             return self._deliver(events, finished=True)
         return None
 
@@ -320,10 +264,8 @@ class TaggedToolParser(ToolParser):
         self._waiting: list[tuple[str, str]] = []  # token tags whose text has not arrived yet
         self._waiting_text = ""
         self._calls: list[_Call] = []
-        self._held = ""
-        self._content_seen = False
+        self._content = DeltaContent()
         self._reasoning_ended = False
-        self._held_reasoning = ""
 
     def _scan(self, text: str, token_ids: Sequence[int]) -> list[Event]:
         if token_ids:
@@ -391,77 +333,38 @@ class TaggedToolParser(ToolParser):
     # ---- accounting: events to deltas ----------------------------------------------------------------
 
     def _deliver(self, events: list[Event], *, finished: bool) -> MessageDelta | None:
-        if not events and not self._held:
+        if not events and not self._content.held:
             return None
-        pieces: list[ToolCallDelta] = []
-        parts: list[str] = []
-        reasoning: list[str] = []
-        carried = self._held
-        in_calls = False
-        for meaning, text, index in events:
-            if meaning is Ev.TEXT:
-                if in_calls:
-                    self._held += text
-                else:
-                    parts.append(text)
-                continue
-            if meaning is Ev.REASONING:
-                reasoning.append(text)
-                continue
-            if meaning is Ev.REASONING_END:
-                self._reasoning_ended = True
-                continue
-            if self.suppress_calls:
-                continue
-            in_calls = True
-            if meaning is Ev.START:
-                while len(self._calls) <= index:
-                    self._calls.append(_Call())
-            elif meaning is Ev.NAME:
-                self._calls[index].name += text
-            elif meaning is Ev.ARGS:
-                self._on_arguments(index, text, pieces)
-            else:
-                self._on_end(index, pieces)
-        if self._held and (not in_calls or not pieces):
-            parts = [carried, *parts, self._held[len(carried) :]]
-            self._held = ""
-        content = "".join(parts)
-        if not self._content_seen and content:
-            if content.strip():
-                self._content_seen = True
-            elif self._calls:
-                content = ""
-            elif not finished:
-                self._held, content = content, ""
-        tool_calls = _merge(pieces)
-        said = "".join(reasoning)
-        if not content and not tool_calls and not said:
-            return None
-        return MessageDelta(content=content or None, reasoning=said or None, tool_calls=tool_calls)
+        return self._content.step(events, self, suppress=self.suppress_calls, finished=finished)
+
+    # ---- call hooks (`CallHooks`) --------------------------------------------------------------------
+
+    def on_start(self, index: int) -> None:
+        while len(self._calls) <= index:
+            self._calls.append(_Call())
+
+    def on_name(self, index: int, text: str) -> None:
+        self._calls[index].name += text
+
+    def on_reasoning_end(self) -> None:
+        self._reasoning_ended = True
+
+    def has_calls(self) -> bool:
+        return bool(self._calls)
 
     def _trim_reasoning(self, delta: MessageDelta | None) -> MessageDelta | None:
         if not self.trims_reasoning:
             return delta
-        if delta is not None and delta.reasoning is not None:
-            said = self._held_reasoning + delta.reasoning
-            kept = said.rstrip()
-            self._held_reasoning = said[len(kept) :]
-            delta.reasoning = kept or None
-            if delta.reasoning is None and delta.content is None and not delta.tool_calls:
-                return None
-        elif self._held_reasoning and self._reasoning_ended:
-            self._held_reasoning = ""
-        return delta
+        return self._content.trim_reasoning(delta, reasoning_ended=self._reasoning_ended)
 
-    def _on_arguments(self, index: int, text: str, pieces: list[ToolCallDelta]) -> None:
+    def on_arguments(self, index: int, text: str, pieces: list[ToolCallDelta]) -> None:
         call = self._calls[index]
         call.arguments += text
         if not call.named:
             if call.name:
                 self._send_name(index, call.name, pieces)
             elif text:
-                self._send_name(index, _name_in(call.arguments), pieces)
+                self._send_name(index, name_in_arguments(call.arguments), pieces)
         elif text:
             more = self._more_arguments(call)
             if more:
@@ -483,14 +386,14 @@ class TaggedToolParser(ToolParser):
         call.keys = streamable_string_keys(tool_properties(self.tools, name))
         call.id = call.id or random_tool_call_id()
 
-    def _on_end(self, index: int, pieces: list[ToolCallDelta]) -> None:
+    def on_end(self, index: int, pieces: list[ToolCallDelta]) -> None:
         if not 0 <= index < len(self._calls):
             return
         call = self._calls[index]
         call.name = self.clean_name(call.name)
         rest = self._rest_of_arguments(call)
         if not call.named:
-            name = call.name or _name_in(call.arguments) or ""
+            name = call.name or name_in_arguments(call.arguments) or ""
             if self._accepts(name):
                 self._name_call(call, name)
                 pieces.append(ToolCallDelta(index=index, id=call.id, name=name, arguments=rest or ""))
@@ -530,44 +433,3 @@ class TaggedToolParser(ToolParser):
         if not self.tools or not name:
             return arguments
         return typed_arguments(arguments, tool_properties(self.tools, name))
-
-
-_NAME_IN_ARGS = re.compile(r'"name"\s*:\s*"([^"]*)"')
-
-
-def _name_in(raw: str) -> str | None:
-    """A `"name": "..."` spelled in raw arguments (vLLM looks for one when the markup gave no name)."""
-    found = _NAME_IN_ARGS.search(raw)
-    return (found.group(1) or None) if found else None
-
-
-def _json_call(raw: str) -> tuple[str, str]:
-    """(name, arguments) of a call written as a JSON object instead of the format's markup."""
-    raw = raw.strip()
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return "", raw
-    if not isinstance(parsed, dict):
-        return "", raw
-    name = parsed.get("name", "")
-    name = name if isinstance(name, str) else ""
-    for key in ("arguments", "parameters"):
-        if key in parsed:
-            value = parsed[key]
-            return name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return name, json.dumps({k: v for k, v in parsed.items() if k != "name"}, ensure_ascii=False)
-
-
-def _merge(pieces: list[ToolCallDelta]) -> list[ToolCallDelta]:
-    """One delta per call index."""
-    merged: dict[int, ToolCallDelta] = {}
-    for piece in pieces:
-        into = merged.setdefault(piece.index, piece)
-        if into is piece:
-            continue
-        into.id = into.id or piece.id
-        into.name = into.name if into.name is not None else piece.name
-        if piece.arguments is not None:
-            into.arguments = (into.arguments or "") + piece.arguments
-    return list(merged.values())

@@ -18,11 +18,10 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from vllm_llm.parsers._base import ExtractedToolCalls, ParsedCall, random_tool_call_id
+from vllm_llm.parsers._base import ParsedCall, random_tool_call_id
 from vllm_llm.parsers.tool._deepseek_common import (
     CALL_BEGIN,
     CALL_END,
-    CALLS_BEGIN,
     SEP,
     DeepSeekToolParser,
     ReadCall,
@@ -47,16 +46,13 @@ class DeepSeekV3ToolParser(DeepSeekToolParser):
     supports_required_and_named: ClassVar[bool] = False  # vLLM: a structural-tag model under strict tools
     structural_tag_model: ClassVar[str | None] = "deepseek_r1"
 
-    def extract(self, text: str) -> ExtractedToolCalls:
-        if CALLS_BEGIN not in text:
-            return ExtractedToolCalls(called=False, content=text)
+    def whole_calls(self, text: str) -> list[ParsedCall] | None:
         calls: list[ParsedCall] = []
         for kind, name, arguments in _CALL.findall(text):
             if kind != "function":
-                return ExtractedToolCalls(called=False, content=text)
+                return None
             calls.append(ParsedCall(name=name, arguments=arguments, id=random_tool_call_id()))
-        content = text[: text.find(CALLS_BEGIN)]
-        return ExtractedToolCalls(called=True, calls=calls, content=content or None)
+        return calls
 
     def read_call(self, portion: str) -> ReadCall | None:
         call = _OPEN_CALL.match(portion)

@@ -17,11 +17,10 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from vllm_llm.parsers._base import ExtractedToolCalls, ParsedCall, random_tool_call_id
+from vllm_llm.parsers._base import ParsedCall, random_tool_call_id
 from vllm_llm.parsers.tool._deepseek_common import (
     CALL_BEGIN,
     CALL_END,
-    CALLS_BEGIN,
     SEP,
     DeepSeekToolParser,
     ReadCall,
@@ -40,15 +39,11 @@ class DeepSeekV31ToolParser(DeepSeekToolParser):
     supports_required_and_named: ClassVar[bool] = False  # vLLM: a structural-tag model under strict tools
     structural_tag_model: ClassVar[str | None] = "deepseek_v3_1"
 
-    def extract(self, text: str) -> ExtractedToolCalls:
-        if CALLS_BEGIN not in text:
-            return ExtractedToolCalls(called=False, content=text)
-        calls = [
+    def whole_calls(self, text: str) -> list[ParsedCall] | None:
+        return [
             ParsedCall(name=name, arguments=arguments, id=random_tool_call_id())
             for name, arguments in _CALL.findall(text)
         ]
-        content = text[: text.find(CALLS_BEGIN)]
-        return ExtractedToolCalls(called=True, calls=calls, content=content or None)
 
     def read_call(self, portion: str) -> ReadCall | None:
         # vLLM's name-only fallback pattern can only match where this one does: it is never reached.

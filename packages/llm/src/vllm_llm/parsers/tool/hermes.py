@@ -31,6 +31,7 @@ from vllm_llm.parsers._base import (
     random_tool_call_id,
 )
 from vllm_llm.parsers.tool._json_family import (
+    NAME_FIELD,
     dumps,
     is_complete_json,
     partial_tag_overlap,
@@ -42,7 +43,6 @@ __all__ = ["HermesToolParser"]
 _START = "<tool_call>"
 _END = "</tool_call>"
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
-_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
 _ARGUMENTS = re.compile(r'"arguments"\s*:\s*')
 
 
@@ -93,7 +93,7 @@ class HermesToolParser(ToolParser):
                 self._arguments.append(None)
                 self._streamed.append("")
             if self._names[index] is None:
-                found = _NAME.search(body)
+                found = NAME_FIELD.search(body)
                 if found is None:
                     break  # a later call waits for this one's name
                 self._names[index] = found.group(1)

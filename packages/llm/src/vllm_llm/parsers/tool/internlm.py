@@ -26,6 +26,7 @@ from vllm_llm.parsers._base import (
 )
 from vllm_llm.parsers.tool._json_family import (
     PartialJsonError,
+    SkipStep,
     common_prefix,
     dumps,
     is_complete_json,
@@ -38,10 +39,6 @@ __all__ = ["InternLm2ToolParser"]
 _ACTION = "<|action_start|>"
 _START = "<|action_start|><|plugin|>"
 _END = "<|action_end|>"
-
-
-class _Skip(Exception):
-    """This step sends nothing and the parse is not recorded (where vLLM fails or waits)."""
 
 
 def _arguments(call: Mapping[str, Any]) -> Any:
@@ -114,9 +111,9 @@ class InternLm2ToolParser(ToolParser):
         try:
             call = loads_partial(action, strings=self._name_sent)
             if not isinstance(call, dict):
-                raise _Skip("not an object")
+                raise SkipStep("not an object")
             delta = self._more_arguments(call, action, delta_text) if self._name_sent else self._name(call)
-        except (_Skip, PartialJsonError):
+        except (SkipStep, PartialJsonError):
             return None
         call["arguments"] = _arguments(call)
         self._call = call
@@ -131,7 +128,7 @@ class InternLm2ToolParser(ToolParser):
             return None
         self._current += 1
         if not isinstance(name, str):
-            raise _Skip("name")  # vLLM fails after counting the call
+            raise SkipStep("name")  # vLLM fails after counting the call
         self._name_sent = True
         self._streamed.append("")
         return MessageDelta(
@@ -139,7 +136,7 @@ class InternLm2ToolParser(ToolParser):
         )
 
     def _more_arguments(self, call: dict[str, Any], action: str, delta_text: str) -> MessageDelta | None:
-        """The arguments' new text, if any; raises _Skip to send nothing and not record the parse."""
+        """The arguments' new text, if any; raises SkipStep to send nothing and not record the parse."""
         before = _arguments(self._call) if self._call is not None else None
         now = _arguments(call)
         index = self._current
@@ -154,7 +151,7 @@ class InternLm2ToolParser(ToolParser):
             elif is_complete_json(action):
                 more = text
             else:
-                raise _Skip("arguments still partial")
+                raise SkipStep("arguments still partial")
         elif is_complete_json(action):
             more = dumps(now)[len(self._streamed[index]) :]
         else:

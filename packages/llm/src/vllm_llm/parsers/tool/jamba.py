@@ -29,10 +29,14 @@ from vllm_llm.parsers._base import (
 )
 from vllm_llm.parsers.tool._json_family import (
     PartialJsonError,
+    SkipStep,
     dumps,
+    field,
+    flush_finished_call,
     intermediate_diff,
     is_complete_json,
     loads_partial,
+    name_delta,
     remaining_arguments,
 )
 
@@ -41,16 +45,6 @@ __all__ = ["JambaToolParser"]
 _START = "<tool_calls>"
 _END = "</tool_calls>"
 _CALLS = re.compile(r"<tool_calls>(.*?)</tool_calls>", re.DOTALL)
-
-
-class _Skip(Exception):
-    """This step sends nothing and the parse is not recorded (where vLLM fails or waits)."""
-
-
-def _field(call: Any, key: str) -> Any:
-    if not isinstance(call, dict):
-        raise _Skip(key)
-    return call.get(key)
 
 
 class JambaToolParser(ToolParser):
@@ -101,7 +95,7 @@ class JambaToolParser(ToolParser):
         array = self._text.split(_START)[-1].split(_END)[0]
         try:
             return self._step(array, delta_text)
-        except (_Skip, PartialJsonError, LookupError, TypeError):
+        except (SkipStep, PartialJsonError, LookupError, TypeError):
             return None
 
     def remaining_arguments(self) -> str:
@@ -118,17 +112,11 @@ class JambaToolParser(ToolParser):
         delta: MessageDelta | None = None
         index = self._current
         if not self._name_sent:
-            name = _field(current, "name")
-            if name:
-                if not isinstance(name, str):
-                    raise _Skip("name")
-                delta = MessageDelta(
-                    tool_calls=[ToolCallDelta(index=index, id=random_tool_call_id(), name=name)]
-                )
-                self._name_sent = True
+            delta = name_delta(current, index)
+            self._name_sent = delta is not None
         else:
-            before = _field(self._calls[index], "arguments")
-            now = _field(current, "arguments")
+            before = field(self._calls[index], "arguments")
+            now = field(current, "arguments")
             more: str | None = None
             if now and not before:
                 # first arguments: up to where this delta's text (with ' read as ") shows in them, or all
@@ -140,7 +128,7 @@ class JambaToolParser(ToolParser):
                 elif is_complete_json(array):
                     more = text
                 else:
-                    raise _Skip("arguments still partial")
+                    raise SkipStep("arguments still partial")
             elif now and before:
                 more = intermediate_diff(dumps(now), dumps(before))
             if more is not None:
@@ -152,13 +140,7 @@ class JambaToolParser(ToolParser):
     def _next_call(self, current: Any, count: int) -> MessageDelta | None:
         """A new call began: send the finished one's arguments less every copy of what was streamed (as
         vLLM does), move on. The parse is not recorded."""
-        delta: MessageDelta | None = None
-        if self._current >= 0:
-            arguments = _field(current, "arguments")
-            if arguments:
-                more = dumps(arguments).replace(self._streamed[self._current], "")
-                delta = MessageDelta(tool_calls=[ToolCallDelta(index=self._current, arguments=more)])
-                self._streamed[self._current] += more
+        delta = flush_finished_call(current, self._current, self._streamed, drop_copies=True)
         self._current = count - 1
         self._name_sent = False
         self._streamed.append("")

@@ -21,11 +21,9 @@ engine for Kimi's grammar, with the engine's handling of content, names and ids.
 from __future__ import annotations
 
 import enum
-import json
-import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import (
@@ -36,6 +34,8 @@ from vllm_llm.parsers._base import (
     ToolParser,
     random_tool_call_id,
 )
+from vllm_llm.parsers.tool._arg_types import tool_properties, typed_arguments
+from vllm_llm.parsers.tool._call_deltas import DeltaContent, Ev, json_call, name_in_arguments
 
 __all__ = ["KimiK2ToolParser"]
 
@@ -72,23 +72,21 @@ class _State(enum.Enum):
     """In the section, after a call ended (vLLM's TOOL_BETWEEN)."""
 
 
-_Kind = Literal["text", "start", "name", "args", "end"]
-
 #: (state, terminal) → (next state, event). Anything else is text of the state it occurs in.
-_TRANSITIONS: dict[tuple[_State, str], tuple[_State, _Kind | None]] = {
+_TRANSITIONS: dict[tuple[_State, str], tuple[_State, Ev | None]] = {
     (_State.CONTENT, "section_begin"): (_State.SECTION, None),
-    (_State.SECTION, "call_begin"): (_State.NAME, "start"),
+    (_State.SECTION, "call_begin"): (_State.NAME, Ev.START),
     (_State.NAME, "args_begin"): (_State.ARGS, None),
-    (_State.ARGS, "call_end"): (_State.BETWEEN, "end"),
-    (_State.ARGS, "section_end"): (_State.SECTION, "end"),
-    (_State.BETWEEN, "call_begin"): (_State.NAME, "start"),
+    (_State.ARGS, "call_end"): (_State.BETWEEN, Ev.END),
+    (_State.ARGS, "section_end"): (_State.SECTION, Ev.END),
+    (_State.BETWEEN, "call_begin"): (_State.NAME, Ev.START),
     (_State.SECTION, "section_end"): (_State.SECTION, None),  # the section never returns to content
     (_State.BETWEEN, "section_end"): (_State.SECTION, None),
 }
 
 
 class _Event(NamedTuple):
-    kind: _Kind
+    kind: Ev
     value: str = ""
     call: int = -1
     """The index of the call it belongs to."""
@@ -310,11 +308,11 @@ class _Engine:
         events = self._pieces(self._scanner.flush())
         events += self._lexed(self._lexer.flush())
         if self._args:
-            events.append(_Event("args", self._args, self.index))
+            events.append(_Event(Ev.ARGS, self._args, self.index))
             self._args = ""
         if self.state is not _State.CONTENT:
             if self.index >= 0:
-                events.append(_Event("end", call=self.index))
+                events.append(_Event(Ev.END, call=self.index))
             self.state = _State.CONTENT
         return events
 
@@ -346,10 +344,10 @@ class _Engine:
         events: list[_Event] = []
         next_state, kind = transition
         if self.state is _State.ARGS and next_state is not _State.ARGS and self._args:
-            events.append(_Event("args", self._args, self.index))
+            events.append(_Event(Ev.ARGS, self._args, self.index))
             self._args = ""
         self.state = next_state
-        if kind == "start":
+        if kind is Ev.START:
             self.index += 1
         if kind is not None:
             events.append(_Event(kind, text, self.index))
@@ -360,9 +358,9 @@ class _Engine:
 
     def _text(self, text: str) -> list[_Event]:
         if self.state is _State.CONTENT:
-            return [_Event("text", text, self.index)]
+            return [_Event(Ev.TEXT, text, self.index)]
         if self.state is _State.NAME:
-            return [_Event("name", text, self.index)]
+            return [_Event(Ev.NAME, text, self.index)]
         if self.state is _State.ARGS:
             return [event for ch in text for event in self._args_char(ch)]
         return []
@@ -386,14 +384,13 @@ class _Engine:
             if self._depth == 0:
                 return []
         sent, self._args = self._args, ""
-        return [_Event("args", sent, self.index)]
+        return [_Event(Ev.ARGS, sent, self.index)]
 
 
 # ---- events into deltas and calls ---------------------------------------------------------------------
 
 
 _CALL_ID = re.compile(r"(.+:\d+)")
-_NAME_IN_ARGS = re.compile(r'"name"\s*:\s*"([^"]*)"')
 
 
 def _read_header(header: str | None) -> tuple[str | None, str | None]:
@@ -422,52 +419,27 @@ class _Calls:
 
     def __init__(self) -> None:
         self.slots: list[_Slot] = []
-        self.held = ""
-        """Content held back: whitespace that may turn out to precede calls."""
-        self._has_text = False
+        self.content = DeltaContent()
 
     def delta(self, events: list[_Event], *, finished: bool) -> MessageDelta | None:
-        if not events and not self.held:
+        if not events and not self.content.held:
             return None
-        calls: list[ToolCallDelta] = []
-        parts: list[str] = []
-        carried = self.held
-        seen_call = False
-        for event in events:
-            if event.kind == "text":
-                if seen_call:
-                    self.held += event.value
-                else:
-                    parts.append(event.value)
-                continue
-            seen_call = True
-            if event.kind == "start":
-                while len(self.slots) <= event.call:
-                    self.slots.append(_Slot())
-            elif event.kind == "name":
-                self.slots[event.call].name += event.value
-            elif event.kind == "args":
-                self._arguments(event, calls)
-            else:
-                self._end(event.call, calls)
-        calls = _merge(calls)
-        if self.held and (not seen_call or not calls):
-            if carried:
-                parts.insert(0, carried)
-            if self.held[len(carried) :]:
-                parts.append(self.held[len(carried) :])
-            self.held = ""
-        content = "".join(parts)
-        if not self._has_text and content:
-            if content.strip():
-                self._has_text = True
-            elif self.slots:
-                content = ""  # whitespace before calls is dropped
-            elif not finished:
-                self.held, content = content, ""
-        if content or calls:
-            return MessageDelta(content=content or None, tool_calls=calls)
-        return None
+        return self.content.step(events, self, suppress=False, finished=finished)
+
+    # ---- call hooks (`CallHooks`) ------------------------------------------------------------------
+
+    def on_start(self, index: int) -> None:
+        while len(self.slots) <= index:
+            self.slots.append(_Slot())
+
+    def on_name(self, index: int, text: str) -> None:
+        self.slots[index].name += text
+
+    def on_reasoning_end(self) -> None:
+        pass  # no reasoning events here
+
+    def has_calls(self) -> bool:
+        return bool(self.slots)
 
     def _name(self, index: int, calls: list[ToolCallDelta], header: str | None) -> None:
         call_id, name = _read_header(header)
@@ -486,21 +458,21 @@ class _Calls:
             slot.id = random_tool_call_id()
         calls.append(ToolCallDelta(index=index, id=slot.id, name=name, arguments=arguments))
 
-    def _arguments(self, event: _Event, calls: list[ToolCallDelta]) -> None:
-        slot = self.slots[event.call]
+    def on_arguments(self, index: int, text: str, calls: list[ToolCallDelta]) -> None:
+        slot = self.slots[index]
         named_before = slot.name_sent
-        slot.arguments += event.value
+        slot.arguments += text
         if not slot.name_sent:
             if slot.name:
-                self._name(event.call, calls, slot.name)
-            elif event.value:
-                self._name(event.call, calls, _name_in_arguments(slot))
-        elif event.value:
-            calls.append(ToolCallDelta(index=event.call, arguments=event.value))
-        if event.value and not named_before and slot.name_sent:
-            calls.append(ToolCallDelta(index=event.call, arguments=event.value))
+                self._name(index, calls, slot.name)
+            elif text:
+                self._name(index, calls, name_in_arguments(slot.arguments))
+        elif text:
+            calls.append(ToolCallDelta(index=index, arguments=text))
+        if text and not named_before and slot.name_sent:
+            calls.append(ToolCallDelta(index=index, arguments=text))
 
-    def _end(self, index: int, calls: list[ToolCallDelta]) -> None:
+    def on_end(self, index: int, calls: list[ToolCallDelta]) -> None:
         if not 0 <= index < len(self.slots):
             return
         slot = self.slots[index]
@@ -510,7 +482,7 @@ class _Calls:
         if name:
             slot.id = call_id or ""
             slot.name = name
-        name = slot.name or _name_in_arguments(slot) or ""
+        name = slot.name or name_in_arguments(slot.arguments) or ""
         if name:
             self._send_name(index, name, calls, arguments="")
 
@@ -520,208 +492,19 @@ class _Calls:
         for slot in self.slots:
             if not slot.name and not slot.arguments:
                 continue
-            name: object = slot.name.strip()
+            name = slot.name.strip()
             raw = slot.arguments.strip()
             if not name and raw:
-                name, arguments = _name_and_arguments(raw)
+                name, arguments = json_call(raw)
             else:
                 arguments = raw or "{}"
-            if not name or not isinstance(name, str):
-                continue  # (vLLM fails on a name that is not a string)
+            if not name:
+                continue  # (and vLLM fails on a name that is not a string)
             if not slot.id:
                 slot.id = random_tool_call_id()
-            arguments = _coerce_arguments(arguments, _properties(tools, name))
+            arguments = typed_arguments(arguments, tool_properties(tools, name, functions_only=True))
             parsed.append(ParsedCall(name=name, arguments=arguments, id=slot.id))
         return parsed
-
-
-def _name_in_arguments(slot: _Slot) -> str | None:
-    match = _NAME_IN_ARGS.search(slot.arguments)
-    return match.group(1) or None if match else None
-
-
-def _name_and_arguments(raw: str) -> tuple[object, str]:
-    """A call body without a header read as `{"name": ..., "arguments"|"parameters": ...}`."""
-    try:
-        body = json.loads(raw)
-    except json.JSONDecodeError:
-        return "", raw
-    if not isinstance(body, dict):
-        return "", raw
-    name = body.get("name", "")
-    for key in ("arguments", "parameters"):
-        if key in body:
-            value = body[key]
-            return name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return name, json.dumps({k: v for k, v in body.items() if k != "name"}, ensure_ascii=False)
-
-
-def _merge(calls: list[ToolCallDelta]) -> list[ToolCallDelta]:
-    """One delta per call index (the first id and name, the arguments joined)."""
-    merged: dict[int, ToolCallDelta] = {}
-    for call in calls:
-        into = merged.setdefault(call.index, call)
-        if into is call:
-            continue
-        into.id = into.id if into.id is not None else call.id
-        into.name = into.name if into.name is not None else call.name
-        if call.arguments is not None:
-            into.arguments = (into.arguments or "") + call.arguments
-    return list(merged.values()) if len(merged) < len(calls) else calls
-
-
-# ---- argument types (vLLM's ParserEngine._fix_arg_types) ----------------------------------------------
-
-
-def _properties(tools: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
-    for tool in tools:
-        function = tool.get("function")
-        if tool.get("type", "function") != "function" or not isinstance(function, Mapping):
-            continue
-        if function.get("name") == name:
-            properties = (function.get("parameters") or {}).get("properties", {})
-            return properties if isinstance(properties, Mapping) else {}
-    return {}
-
-
-def _coerce_arguments(arguments: str, properties: Mapping[str, Any]) -> str:
-    """Values coerced to their parameter's type; the JSON rewritten only when one changed."""
-    if not properties:
-        return arguments
-    try:
-        values = json.loads(arguments)
-    except ValueError:
-        return arguments
-    if not isinstance(values, dict) or not _coerce_object(values, properties):
-        return arguments
-    return json.dumps(values, ensure_ascii=False)
-
-
-def _coerce_object(values: dict[str, Any], properties: Mapping[str, Any]) -> bool:
-    changed = False
-    for key, value in values.items():
-        schema = properties.get(key)
-        if isinstance(schema, dict):
-            coerced, now = _coerce_value(value, schema)
-            if now:
-                values[key] = coerced
-                changed = True
-    return changed
-
-
-def _coerce_value(value: Any, schema: dict[str, Any]) -> tuple[Any, bool]:
-    if isinstance(value, str):
-        coerced = _coerce_text(value, _schema_types(schema))
-        return coerced, coerced is not value
-    if isinstance(value, dict):
-        nested = schema.get("properties")
-        return value, isinstance(nested, dict) and _coerce_object(value, nested)
-    if isinstance(value, list):
-        items = schema.get("items")
-        changed = False
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                coerced, now = _coerce_value(item, items)
-                if now:
-                    value[i] = coerced
-                    changed = True
-        return value, changed
-    coerced = _coerce_text(json.dumps(value, ensure_ascii=False), _schema_types(schema))
-    if type(coerced) is not type(value) or coerced != value:
-        return coerced, True
-    return value, False
-
-
-def _schema_types(schema: Any) -> set[str]:
-    """The JSON types a schema allows (`type`, `enum` values, any/one/allOf); `string` when unknown."""
-    if not isinstance(schema, dict):
-        return {"string"}
-    types: set[str] = set()
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        types.add(declared)
-    elif isinstance(declared, list):
-        types.update(t for t in declared if isinstance(t, str))
-    enum_values = schema.get("enum")
-    if isinstance(enum_values, list):
-        types.update(t for t in map(_json_type, enum_values) if t is not None)
-    for key in ("anyOf", "oneOf", "allOf"):
-        choices = schema.get(key)
-        if isinstance(choices, list):
-            for choice in choices:
-                types.update(_schema_types(choice))
-    return types or {"string"}
-
-
-def _json_type(value: object) -> str | None:
-    if value is None:
-        return "null"
-    for cls, name in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string")):
-        if isinstance(value, cls):
-            return name
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else None
-
-
-_ALIASES = {
-    **dict.fromkeys(("str", "text", "varchar", "char", "enum"), "string"),
-    **dict.fromkeys(
-        ("int", "int32", "int64", "uint", "uint32", "uint64", "long", "short", "unsigned"), "integer"
-    ),
-    **dict.fromkeys(("float", "float32", "float64", "double"), "number"),
-    "bool": "boolean",
-    "dict": "object",
-    **dict.fromkeys(("arr", "list", "sequence"), "array"),
-}
-
-
-def _finite(value: object) -> bool:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (ValueError, TypeError):
-        return False
-    return True
-
-
-def _coerce_text(value: str, types: set[str]) -> Any:
-    """A text value as the first of null, integer, number, boolean, object, array, string it reads as."""
-    allowed = {_ALIASES.get(t.strip().lower(), t.strip().lower()) for t in types}
-    for kind in ("null", "integer", "number", "boolean", "object", "array", "string"):
-        if kind not in allowed:
-            continue
-        if kind == "string":
-            return value
-        if kind == "null" and value.lower() == "null":
-            return None
-        if kind == "integer":
-            try:
-                return int(value)
-            except ValueError:
-                continue
-        if kind == "number":
-            try:
-                number = float(value)
-            except ValueError:
-                continue
-            if math.isfinite(number):
-                return number if number != int(number) else int(number)
-        if kind == "boolean":
-            word = value.lower().strip()
-            if word in ("true", "1", "false", "0"):
-                return word in ("true", "1")
-        if kind in ("object", "array"):
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                continue
-            if _finite(parsed):
-                return parsed
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        return value
-    return parsed if _finite(parsed) else value
 
 
 # ---- the parser ---------------------------------------------------------------------------------------
@@ -759,6 +542,6 @@ class KimiK2ToolParser(ToolParser):
 
     def finish(self) -> MessageDelta | None:
         events = self._engine.finish()
-        if events or self._calls.held:
+        if events or self._calls.content.held:
             return self._calls.delta(events, finished=True)
         return None

@@ -29,10 +29,14 @@ from vllm_llm.parsers._base import (
 )
 from vllm_llm.parsers.tool._json_family import (
     PartialJsonError,
+    SkipStep,
     common_prefix,
     dumps,
+    field,
+    flush_finished_call,
     is_complete_json,
     loads_partial_prefix,
+    name_delta,
     remaining_arguments,
 )
 
@@ -40,16 +44,6 @@ __all__ = ["Llama3JsonToolParser"]
 
 _BOT = "<|python_tag|>"
 _SEPARATOR = "; "
-
-
-class _Skip(Exception):
-    """This step sends nothing (vLLM logs the error and skips the chunk)."""
-
-
-def _field(call: Any, key: str) -> Any:
-    if not isinstance(call, dict):
-        raise _Skip(key)
-    return call.get(key)
 
 
 class Llama3JsonToolParser(ToolParser):
@@ -101,7 +95,7 @@ class Llama3JsonToolParser(ToolParser):
             return MessageDelta(content=delta_text)
         try:
             return self._step()
-        except (_Skip, PartialJsonError, LookupError, TypeError):
+        except (SkipStep, PartialJsonError, LookupError, TypeError):
             return None
 
     def remaining_arguments(self) -> str:
@@ -119,7 +113,7 @@ class Llama3JsonToolParser(ToolParser):
             pos += size + len(_SEPARATOR)
             if "parameters" in call:
                 if not isinstance(call, dict) or "arguments" in call:
-                    raise _Skip("parameters")
+                    raise SkipStep("parameters")
                 call["arguments"] = call["parameters"]
             calls.append(call)
         return calls, whole
@@ -134,20 +128,14 @@ class Llama3JsonToolParser(ToolParser):
         delta: MessageDelta | None = None
         index = self._current
         if not self._name_sent:
-            name = _field(current, "name")
-            if name:
-                if not isinstance(name, str):
-                    raise _Skip("name")
-                delta = MessageDelta(
-                    tool_calls=[ToolCallDelta(index=index, id=random_tool_call_id(), name=name)]
-                )
-                self._name_sent = True
+            delta = name_delta(current, index)
+            self._name_sent = delta is not None
         else:
-            arguments = _field(current, "arguments")
+            arguments = field(current, "arguments")
             if arguments:
                 sent = len(self._streamed[index])
                 now = dumps(arguments)
-                before = _field(self._calls[index], "arguments")
+                before = field(self._calls[index], "arguments")
                 more: str | None = None
                 if whole[index]:
                     more = now[sent:]
@@ -166,13 +154,7 @@ class Llama3JsonToolParser(ToolParser):
     def _next_call(self, current: Any, count: int) -> MessageDelta | None:
         """A new call began: flush what the finished one parsed but did not stream, move on. (vLLM does
         not record the parse on this step.)"""
-        delta: MessageDelta | None = None
-        if self._current >= 0:
-            arguments = _field(current, "arguments")
-            if arguments:
-                more = dumps(arguments)[len(self._streamed[self._current]) :]
-                delta = MessageDelta(tool_calls=[ToolCallDelta(index=self._current, arguments=more)])
-                self._streamed[self._current] += more
+        delta = flush_finished_call(current, self._current, self._streamed, drop_copies=False)
         self._current = count - 1
         self._name_sent = False
         self._streamed.append("")

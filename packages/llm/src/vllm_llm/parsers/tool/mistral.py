@@ -27,7 +27,7 @@ from typing import Any
 
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers.tool._mistral_calls import CallAssembler, MarkupToolParser, Slot
-from vllm_llm.parsers.tool._mistral_engine import Grammar, Kind, MarkupEngine, Move, State
+from vllm_llm.parsers.tool._mistral_engine import Ev, Grammar, MarkupEngine, Move, State
 
 __all__ = ["ARGS", "END_THINK", "THINK", "TOOL_CALLS", "MistralToolParser", "mistral_grammar"]
 
@@ -44,23 +44,23 @@ _DECODER = json.JSONDecoder()
 def mistral_grammar(reasoning: bool) -> Grammar:
     """Mistral's format; with `reasoning` (`[THINK]` in the vocabulary) a `[THINK]…[/THINK]` span is
     reasoning, and a call ends it too."""
-    ends_reasoning = (Kind.REASONING_END,) if reasoning else ()
+    ends_reasoning = (Ev.REASONING_END,) if reasoning else ()
     terminals = {"TOOL_CALLS": TOOL_CALLS, "ARGS": ARGS, "OPEN_BRACE": "{"}
     moves: dict[tuple[State, str], Move] = {
-        (State.CONTENT, "TOOL_CALLS"): Move(State.TOOL_NAME, (*ends_reasoning, Kind.CALL_START)),
+        (State.CONTENT, "TOOL_CALLS"): Move(State.TOOL_NAME, (*ends_reasoning, Ev.START)),
         (State.TOOL_NAME, "ARGS"): Move(State.TOOL_ARGS),
         # `name{...}`: the brace both ends the name and opens the arguments.
-        (State.TOOL_NAME, "OPEN_BRACE"): Move(State.TOOL_ARGS, (Kind.ARGS,)),
-        (State.TOOL_ARGS, "TOOL_CALLS"): Move(State.TOOL_NAME, (Kind.CALL_END, Kind.CALL_START)),
+        (State.TOOL_NAME, "OPEN_BRACE"): Move(State.TOOL_ARGS, (Ev.ARGS,)),
+        (State.TOOL_ARGS, "TOOL_CALLS"): Move(State.TOOL_NAME, (Ev.END, Ev.START)),
     }
     if reasoning:
         terminals |= {"THINK_START": THINK, "THINK_END": END_THINK}
         moves |= {
             (State.CONTENT, "THINK_START"): Move(State.REASONING),
             (State.REASONING, "THINK_START"): Move(State.REASONING),
-            (State.REASONING, "THINK_END"): Move(State.CONTENT, (Kind.REASONING_END,)),
+            (State.REASONING, "THINK_END"): Move(State.CONTENT, (Ev.REASONING_END,)),
             (State.CONTENT, "THINK_END"): Move(State.CONTENT),  # a stray end is dropped
-            (State.REASONING, "TOOL_CALLS"): Move(State.TOOL_NAME, (Kind.REASONING_END, Kind.CALL_START)),
+            (State.REASONING, "TOOL_CALLS"): Move(State.TOOL_NAME, (Ev.REASONING_END, Ev.START)),
         }
     by_token = frozenset(name for name in terminals if name != "OPEN_BRACE")
     return Grammar(terminals=terminals, moves=moves, by_token=by_token)

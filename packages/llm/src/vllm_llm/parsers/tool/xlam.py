@@ -23,6 +23,7 @@ from typing import Any
 
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import ExtractedToolCalls, MessageDelta, ParsedCall, ToolCallDelta, ToolParser
+from vllm_llm.parsers.tool._json_family import NAME_FIELD, is_complete_json
 
 __all__ = ["XlamToolParser"]
 
@@ -34,7 +35,6 @@ _BLOCKS = (
     re.compile(r"<tool_call>([\s\S]*?)</tool_call>"),
 )
 _OPEN_CODE_BLOCK = re.compile(r"```(?:json)?\s*([\s\S]*?)(?:```|$)")
-_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
 _EMPTY_ARGUMENTS = re.compile(r'"name"\s*:\s*"[^"]+"\s*,\s*"arguments"\s*:\s*\{\s*\}')
 _ARGUMENTS = re.compile(r'"name"\s*:\s*"[^"]+"\s*,\s*"arguments"\s*:\s*(\{(?:[^{}]|(?:\{[^{}]*\}))*\})')
 
@@ -43,32 +43,24 @@ def _call_id(index: int) -> str:
     return f"call_{index}_{uuid.uuid4().int & 0xFFFF_FFFF_FFFF_FFFF:016x}"
 
 
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except json.JSONDecodeError:
-        return False
-    return True
-
-
 def _find_calls(text: str) -> tuple[str | None, str | None]:
     """(content, the JSON text of the calls) of an output; the JSON is None when there is none."""
     after_think = _AFTER_THINK.search(text)
     if after_think:
         content = text[: after_think.start() + len(_THINK_END)].strip()
         rest = after_think.group(1).strip()
-        if _is_json(rest):
+        if is_complete_json(rest):
             return content, rest
         for block in _BLOCKS:
             for found in block.findall(rest):
-                if _is_json(found):
+                if is_complete_json(found):
                     return content, found
     for block in _BLOCKS:
         for found in block.findall(text):
-            if _is_json(found):
+            if is_complete_json(found):
                 return block.sub("", text).strip(), found
     if text.strip().startswith("["):
-        if _is_json(text):
+        if is_complete_json(text):
             return None, text
         # not JSON (yet), but a call list in progress
         if "{" in text and "name" in text and "arguments" in text:
@@ -162,7 +154,7 @@ class XlamToolParser(ToolParser):
                 inner = block.group(1).strip()
                 if inner.startswith("[") and '"name"' in inner and '"arguments"' in inner:
                     search = inner
-        names = list(_NAME.finditer(search))
+        names = list(NAME_FIELD.finditer(search))
         count = len(names)
         if count == 0:
             return None
