@@ -136,20 +136,6 @@ class Parsing:
             return True
         return tool is not None and tool.keeps_special_tokens and bool(tools) and tool_choice != "none"
 
-    def reasoning_ended(
-        self,
-        prompt_token_ids: Sequence[int],
-        tokenizer: TextTokenizer,
-        include_reasoning: bool,
-        chat_template_kwargs: Mapping[str, Any],
-    ) -> bool | None:
-        """vLLM's resolve_reasoning_ended: True constrains from the first token; None: the engine decides."""
-        if not include_reasoning:
-            return True
-        if self.reasoning_parser is not None:
-            return self.reasoning_parser(tokenizer, chat_template_kwargs).is_reasoning_end(prompt_token_ids)
-        return None
-
     def choice_parser(
         self,
         tokenizer: TextTokenizer,

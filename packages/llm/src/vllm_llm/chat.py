@@ -199,6 +199,7 @@ class ChatStream:
         *,
         request: ChatRequest | None = None,
         parser: Callable[[], ChatParser | None] = lambda: None,
+        probe: ChatParser | None = None,
     ) -> None:
         self.prompt = prompt
         self.role = role
@@ -207,7 +208,8 @@ class ChatStream:
         self._new_parser = parser
         self._started: set[int] = set()
         self._parses: dict[int, _ChoiceParse | None] = {}
-        self._probe = parser()  # counts reasoning tokens (a pure function of the tokens)
+        self._probe = probe
+        """One of the request's parsers (None: no parsing), asked only pure questions (reasoning tokens)."""
         self._parsing = self._probe is not None
         self._counts_reasoning = self._probe is not None and self._probe.reasoning is not None
         self.parse_deltas = True
@@ -430,6 +432,13 @@ class ChatLlm:
             )
             if parsing.keeps_special_tokens(request.tools, request.tool_choice):
                 params = msgspec.structs.replace(params, skip_special_tokens=False)
+
+        def parser() -> ChatParser | None:
+            return parsing.choice_parser(
+                tokenizer, request.tools, request.tool_choice, request.include_reasoning, kwargs
+            )
+
+        probe = parser()
         text = await self.text.generate(
             TextRequest(
                 request_id=request.request_id,
@@ -442,21 +451,13 @@ class ChatLlm:
                 trace_headers=request.trace_headers,
                 kv_transfer_params=request.kv_transfer_params,
                 arrival_time=request.arrival_time,
-                reasoning_ended=parsing.reasoning_ended(
-                    rendered.prompt_token_ids, tokenizer, request.include_reasoning, kwargs
-                ),
+                reasoning_ended=_reasoning_ended(probe, rendered.prompt_token_ids, request.include_reasoning),
                 reasoning_parser_kwargs=(
                     {"chat_template_kwargs": kwargs} if parsing.reasoning_parser is not None else None
                 ),
             )
         )
-
-        def parser() -> ChatParser | None:
-            return parsing.choice_parser(
-                tokenizer, request.tools, request.tool_choice, request.include_reasoning, kwargs
-            )
-
-        return ChatStream(rendered, self._role(request), text, request=request, parser=parser)
+        return ChatStream(rendered, self._role(request), text, request=request, parser=parser, probe=probe)
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         """Generate and collect the whole result."""
@@ -471,6 +472,17 @@ class ChatLlm:
         if request.add_generation_prompt or not request.messages:
             return self._response_role
         return request.messages[-1].role
+
+
+def _reasoning_ended(
+    parser: ChatParser | None, prompt_token_ids: Sequence[int], include_reasoning: bool
+) -> bool | None:
+    """vLLM's resolve_reasoning_ended: True constrains from the first token; None lets the engine decide."""
+    if not include_reasoning:
+        return True
+    if parser is not None and parser.reasoning is not None:
+        return parser.reasoning.is_reasoning_end(prompt_token_ids)
+    return None
 
 
 def _message_dict(message: ChatMessage, content_format: Literal["openai", "string"]) -> dict[str, Any]:
