@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+
+import pytest
 
 from vllm_llm import EngineCoreSettings
 from vllm_server.cli import _parser, frontend_config
@@ -55,6 +58,11 @@ def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
         "tool_call_parser": None,
         "reasoning_parser": None,
         "tool_strict_level": "auto",
+        # multimodal inputs, prepared in this process
+        "limit_mm_per_prompt": {},
+        "mm_processor_kwargs": {},
+        "allowed_local_media_path": "",
+        "allowed_media_domains": [],
         "shutdown_grace_period": 30.0,
         "max_request_body_bytes": 32 << 20,
         "max_grpc_message_bytes": 64 << 20,
@@ -123,3 +131,37 @@ def test_a_server_logs_engine_stats_unless_told_not_to() -> None:
     assert cli is not None and cli.settings.log_stats is True
     quiet = frontend_config(_parser().parse_args([*WORKER_ARGS, "--disable-log-stats"])).engine_core
     assert quiet is not None and quiet.settings.log_stats is False
+
+
+def test_multimodal_flags_reach_the_chat_layer_and_the_engine(tmp_path: Path) -> None:
+    args = [
+        *WORKER_ARGS,
+        *("--limit-mm-per-prompt", '{"image": 2, "video": {"count": 0}}'),
+        *("--mm-processor-kwargs", '{"do_resize": false}'),
+        *("--allowed-local-media-path", str(tmp_path)),
+        *("--allowed-media-domains", "a.example", "b.example"),
+    ]
+    config = frontend_config(_parser().parse_args(args))
+    server = config.server
+    assert server.limit_mm_per_prompt == {"image": 2, "video": 0}
+    assert server.mm_processor_kwargs == {"do_resize": False}
+    assert server.allowed_local_media_path == str(tmp_path.resolve())
+    assert server.allowed_media_domains == ("a.example", "b.example")
+    assert config.engine_core is not None
+    assert config.engine_core.settings.engine_args == {
+        "limit_mm_per_prompt": {"image": 2, "video": {"count": 0}},
+        "mm_processor_kwargs": {"do_resize": False},
+    }
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--limit-mm-per-prompt", '{"image": -1}', "needs a count >= 0"),
+        ("--allowed-local-media-path", "/no/such/dir", "does not exist"),
+    ],
+)
+def test_bad_multimodal_flags_stop_the_start(flag: str, value: str, message: str) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        frontend_config(_parser().parse_args([*WORKER_ARGS, flag, value]))
+    assert message in str(stopped.value)

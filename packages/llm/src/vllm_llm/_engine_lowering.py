@@ -18,6 +18,7 @@ from vllm.sampling_params import RepetitionDetectionParams, RequestOutputKind, S
 from vllm.v1.engine import EngineCoreRequest
 from vllm.v1.kv_hints.protocol import KvHintAction, KvHintsEnvelope
 
+from vllm_llm._engine_multimodal import MultiModalLowering
 from vllm_llm._errors import InvalidRequest, PromptTooLong, Unsupported
 from vllm_llm.wire import GenerateRequest, KvHints, LoraRequest, SamplingParams, StructuredOutputs, Tensor
 
@@ -32,18 +33,21 @@ class Lowering:
         self._vocab_size = self._model.get_vocab_size()
         self._dp_size = vllm_config.parallel_config.data_parallel_size
         self._lora = vllm_config.lora_config is not None
+        self.multimodal = MultiModalLowering(vllm_config)
 
     def lower(self, request: GenerateRequest, internal_id: str) -> EngineCoreRequest:
         """The EngineCoreRequest for `request`, to be sent under `internal_id`."""
         self._validate(request)
+        sampling_params = self._sampling_params(request)
+        lora = self.lora_request(request.lora_request)
         return EngineCoreRequest(
             request_id=internal_id,
             prompt_token_ids=list(request.prompt_token_ids),
-            mm_features=None,
-            sampling_params=self._sampling_params(request),
+            mm_features=self.multimodal.lower(request.mm_features, lora) if request.mm_features else None,
+            sampling_params=sampling_params,
             pooling_params=None,
             arrival_time=request.arrival_time if request.arrival_time is not None else time.time(),
-            lora_request=self.lora_request(request.lora_request),
+            lora_request=lora,
             cache_salt=request.cache_salt,
             data_parallel_rank=request.data_parallel_rank,
             prompt_embeds=self._prompt_embeds(request.prompt_embeds),
@@ -78,7 +82,7 @@ class Lowering:
                 f"data_parallel_rank {rank} is out of range [0, {self._dp_size})", param="data_parallel_rank"
             )
         if request.mm_features:
-            raise Unsupported("multimodal inputs are not supported by this engine")
+            self.multimodal.check(request.mm_features, len(prompt))
         if request.prompt_embeds is not None and not self._model.enable_prompt_embeds:
             raise Unsupported("prompt embeddings need an engine started with prompt embeddings enabled")
         if request.lora_request is not None and not self._lora:

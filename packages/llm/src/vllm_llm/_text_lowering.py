@@ -279,6 +279,7 @@ def _child(request: TextRequest, prompt: list[int], sp: SamplingParams, index: i
         prompt_token_ids=list(prompt),
         sampling_params=child,
         lora_request=request.lora_request,
+        mm_features=request.mm_features,
         arrival_time=request.arrival_time,
         cache_salt=request.cache_salt,
         trace_headers=request.trace_headers,

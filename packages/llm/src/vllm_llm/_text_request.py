@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from vllm_llm.wire import LoraRequest, RepetitionDetection, StructuredOutputs
+from vllm_llm.wire import LoraRequest, MultiModalFeature, RepetitionDetection, StructuredOutputs
 
 __all__ = ["TextRequest", "TextSamplingParams"]
 
@@ -67,6 +67,8 @@ class TextRequest(msgspec.Struct, kw_only=True):
     trace_headers: dict[str, str] | None = None
     kv_transfer_params: dict[str, Any] | None = None
     arrival_time: float | None = None
+    mm_features: list[MultiModalFeature] | None = None
+    """The prompt's processed media (their placeholders already expanded in the token prompt)."""
     reasoning_ended: bool | None = None
     """Whether the prompt already ended reasoning (None: the engine decides); see GenerateRequest."""
     reasoning_parser_kwargs: dict[str, Any] | None = None

@@ -14,14 +14,16 @@ With parsers configured (`ParserOptions`: vLLM's `--enable-auto-tool-choice`, `-
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from vllm_llm._chat_parsing import ParserOptions, Parsing
+from vllm_llm._errors import InvalidRequest
 from vllm_llm._text_chat_template import render_chat_template
 from vllm_llm._text_content_format import detect_content_format
 from vllm_llm.parsers import (
@@ -40,7 +42,10 @@ from vllm_llm.text import (
     TextUsage,
     TokenLogprobs,
 )
-from vllm_llm.wire import LoraRequest
+from vllm_llm.wire import LlmInfo, LoraRequest, MultiModalFeature
+
+if TYPE_CHECKING:
+    from vllm_llm.multimodal import MultiModalOptions, MultiModalProcessor
 
 __all__ = [
     "ChatChoice",
@@ -72,6 +77,66 @@ class TextPart(msgspec.Struct, kw_only=True, tag_field="type", tag="text"):
     text: str
 
 
+class MediaUrl(msgspec.Struct, kw_only=True):
+    """Where a media item is: a ``data:`` URL, an ``http(s)`` URL or a ``file:`` URL."""
+
+    url: str
+    detail: str | None = None
+
+
+class ImageUrlPart(msgspec.Struct, kw_only=True, tag_field="type", tag="image_url"):
+    """An image of a message's content (``uuid``: the client's own cache key for it, as vLLM's)."""
+
+    image_url: MediaUrl
+    uuid: str | None = None
+
+
+class AudioUrlPart(msgspec.Struct, kw_only=True, tag_field="type", tag="audio_url"):
+    """An audio clip by URL."""
+
+    audio_url: MediaUrl
+    uuid: str | None = None
+
+
+class InputAudio(msgspec.Struct, kw_only=True):
+    """Base64 audio data and its format."""
+
+    data: str
+    format: str
+
+
+class InputAudioPart(msgspec.Struct, kw_only=True, tag_field="type", tag="input_audio"):
+    """An audio clip given inline."""
+
+    input_audio: InputAudio
+    uuid: str | None = None
+
+
+class VideoUrlPart(msgspec.Struct, kw_only=True, tag_field="type", tag="video_url"):
+    """A video by URL."""
+
+    video_url: MediaUrl
+    uuid: str | None = None
+
+
+class ImageEmbedsPart(msgspec.Struct, kw_only=True, tag_field="type", tag="image_embeds"):
+    """Precomputed image embeddings (vLLM takes them only with ``--enable-mm-embeds``)."""
+
+    image_embeds: str | dict[str, str]
+    uuid: str | None = None
+
+
+MediaPart = ImageUrlPart | AudioUrlPart | InputAudioPart | VideoUrlPart | ImageEmbedsPart
+ContentPart = TextPart | ImageUrlPart | AudioUrlPart | InputAudioPart | VideoUrlPart | ImageEmbedsPart
+_MODALITY_OF: dict[type[Any], str] = {
+    ImageUrlPart: "image",
+    AudioUrlPart: "audio",
+    InputAudioPart: "audio",
+    VideoUrlPart: "video",
+    ImageEmbedsPart: "image",
+}
+
+
 class FunctionCall(msgspec.Struct, kw_only=True):
     """The function a tool call invokes; `arguments` is a JSON object text (or the object)."""
 
@@ -90,7 +155,7 @@ class ChatMessage(msgspec.Struct, kw_only=True):
     """One chat message (OpenAI's shape); None fields are not shown to the template."""
 
     role: str
-    content: str | list[TextPart] | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
@@ -126,6 +191,8 @@ class ChatRequest(msgspec.Struct, kw_only=True):
     trace_headers: dict[str, str] | None = None
     kv_transfer_params: dict[str, Any] | None = None
     arrival_time: float | None = None
+    mm_processor_kwargs: dict[str, Any] | None = None
+    """Options of the model's HF processor for this request's media (vLLM's mm_processor_kwargs)."""
 
 
 class RenderedChat(msgspec.Struct, kw_only=True, frozen=True):
@@ -365,6 +432,7 @@ class ChatLlm:
         content_format: ContentFormat = "auto",
         response_role: str = "assistant",
         parsers: ParserOptions | None = None,
+        multimodal: MultiModalOptions | None = None,
     ) -> None:
         self.text = text
         self._chat_template = chat_template
@@ -374,6 +442,7 @@ class ChatLlm:
         self._parsing = Parsing(self.parsers)
         self._parsing.check_tokenizer(text.tokenizer, text.info().model)
         self._formats: dict[str, Literal["openai", "string"]] = {}
+        self._media = _media_processor(text.info(), multimodal)
 
     def render(self, request: ChatRequest) -> RenderedChat:
         """The prompt text and token ids of `request`'s conversation; raises `InvalidRequest`."""
@@ -383,9 +452,10 @@ class ChatLlm:
             template = tokenizer.get_chat_template(has_tools=bool(request.tools))
         content_format = self._format_of(template)
         variables = {**tokenizer.special_tokens_map, **self.template_kwargs(request)}
+        placeholder = self._placeholders(request.messages)
         prompt = render_chat_template(
             template,
-            [_message_dict(m, content_format) for m in request.messages],
+            [_message_dict(m, content_format, placeholder) for m in request.messages],
             tools=request.tools,
             documents=request.documents,
             add_generation_prompt=request.add_generation_prompt,
@@ -394,6 +464,12 @@ class ChatLlm:
         )
         ids = tokenizer.encode(prompt, add_special_tokens=request.add_special_tokens)
         return RenderedChat(prompt=prompt, prompt_token_ids=ids)
+
+    async def render_with_media(self, request: ChatRequest) -> RenderedChat:
+        """`render`, with the media loaded and processed: each placeholder expanded to as many tokens as
+        its item's embeddings (what the engine gets, and what vLLM's /tokenize counts)."""
+        rendered, _ = await self._prepare_media(request, self.render(request))
+        return rendered
 
     def template_kwargs(self, request: ChatRequest) -> dict[str, Any]:
         """The variables the template gets besides messages and tools, as vLLM's build_chat_params: the
@@ -407,6 +483,46 @@ class ChatLlm:
                 kwargs["enable_thinking"] = request.reasoning_effort != "none"
         return kwargs
 
+    def _placeholders(self, messages: Sequence[ChatMessage]) -> Callable[[str], str]:
+        """Check the request's media against the model and its limits (vLLM's order and messages);
+        return the placeholder text of each modality."""
+        counts: dict[str, int] = {}
+        for part in _media_parts(messages):
+            if isinstance(part, ImageEmbedsPart):
+                raise InvalidRequest(
+                    "image_embeds input is not supported by this server (vLLM takes it only with "
+                    "`--enable-mm-embeds`)",
+                    param="messages",
+                )
+            modality = _MODALITY_OF[type(part)]
+            counts[modality] = counts.get(modality, 0) + 1
+            if self._media is None:
+                raise InvalidRequest(
+                    f"At most 0 {modality}(s) may be provided in one prompt.", param=modality
+                )
+            self._media.check_count(modality, counts[modality])
+        media = self._media
+        return media.placeholder if media is not None else _no_placeholder
+
+    async def _prepare_media(
+        self, request: ChatRequest, rendered: RenderedChat
+    ) -> tuple[RenderedChat, list[MultiModalFeature] | None]:
+        """Load the request's media, run the model's processor and expand the prompt's placeholders."""
+        parts = [p for p in _media_parts(request.messages) if isinstance(p, ImageUrlPart)]
+        if not parts or self._media is None:
+            return rendered, None
+        from vllm_llm.multimodal import MediaItem, load_image
+
+        media = self._media
+        images = await asyncio.gather(*(load_image(p.image_url.url, media.options.media) for p in parts))
+        prepared = await media.prepare(
+            rendered.prompt_token_ids,
+            [MediaItem("image", image, p.uuid) for p, image in zip(parts, images, strict=True)],
+            request.mm_processor_kwargs,
+        )
+        expanded = RenderedChat(prompt=rendered.prompt, prompt_token_ids=prepared.prompt_token_ids)
+        return expanded, prepared.mm_features
+
     def _format_of(self, template: str) -> Literal["openai", "string"]:
         if self._content_format != "auto":
             return self._content_format
@@ -419,7 +535,7 @@ class ChatLlm:
         """Render, tokenize and submit `request`; return the stream of its deltas."""
         parsing = self._parsing
         parsing.check_tool_choice(request.tool_choice)
-        rendered = self.render(request)
+        rendered, mm_features = await self._prepare_media(request, self.render(request))
         tokenizer = self.text.tokenizer
         kwargs = self.template_kwargs(request)
         params = request.params
@@ -451,6 +567,7 @@ class ChatLlm:
                 trace_headers=request.trace_headers,
                 kv_transfer_params=request.kv_transfer_params,
                 arrival_time=request.arrival_time,
+                mm_features=mm_features,
                 reasoning_ended=_reasoning_ended(probe, rendered.prompt_token_ids, request.include_reasoning),
                 reasoning_parser_kwargs=(
                     {"chat_template_kwargs": kwargs} if parsing.reasoning_parser is not None else None
@@ -485,15 +602,52 @@ def _reasoning_ended(
     return None
 
 
-def _message_dict(message: ChatMessage, content_format: Literal["openai", "string"]) -> dict[str, Any]:
-    """The message as vLLM's parse_chat_messages hands it to the template."""
+def _no_placeholder(modality: str) -> str:
+    raise AssertionError("media reached rendering for a model without media")
+
+
+def _string_content(placeholders: list[str], texts: list[str]) -> str:
+    """vLLM's _get_full_multimodal_text_prompt: the texts, one per line, after the placeholders the
+    text does not already hold (one per line)."""
+    text = "\n".join(texts)
+    missing: list[str] = []
+    for placeholder in dict.fromkeys(placeholders):
+        missing += [placeholder] * max(0, placeholders.count(placeholder) - text.count(placeholder))
+    return "\n".join([*missing, text]) if text else "\n".join(missing)
+
+
+def _media_parts(messages: Sequence[ChatMessage]) -> list[MediaPart]:
+    """The media parts of all messages, in prompt order."""
+    return [
+        part
+        for message in messages
+        if isinstance(message.content, list)
+        for part in message.content
+        if not isinstance(part, TextPart)
+    ]
+
+
+def _message_dict(
+    message: ChatMessage,
+    content_format: Literal["openai", "string"],
+    placeholder: Callable[[str], str] = _no_placeholder,
+) -> dict[str, Any]:
+    """The message as vLLM's parse_chat_messages hands it to the template: media parts become
+    ``{"type": modality}`` parts, or (string content) their placeholders before the text, one per line."""
     content = message.content
-    parts: list[str] = [content] if isinstance(content, str) else [p.text for p in content or []]
+    items = [content] if isinstance(content, str) else list(content or [])
+    parts = [p if isinstance(p, str) else p.text for p in items if isinstance(p, str | TextPart)]
+    modalities = [_MODALITY_OF[type(p)] for p in items if not isinstance(p, str | TextPart)]
     data: dict[str, Any] = {"role": message.role}
     if content_format == "openai":
-        data["content"] = [{"type": "text", "text": t} for t in parts]
+        data["content"] = [
+            {"type": "text", "text": p if isinstance(p, str) else p.text}
+            if isinstance(p, str | TextPart)
+            else {"type": _MODALITY_OF[type(p)]}
+            for p in items
+        ]
     else:
-        data["content"] = "\n".join(parts)
+        data["content"] = _string_content([placeholder(m) for m in modalities], parts)
     if message.role == "assistant":
         if message.tool_calls:  # vLLM's _postprocess_messages drops an empty list
             data["tool_calls"] = [_call_dict(c) for c in message.tool_calls]
@@ -528,3 +682,17 @@ def _arguments(arguments: object) -> dict[str, Any]:
         except json.JSONDecodeError:
             parsed = None
     return parsed if isinstance(parsed, dict) else {}
+
+
+def _media_processor(info: LlmInfo, options: MultiModalOptions | None) -> MultiModalProcessor | None:
+    """The caller-side multimodal processor of a model that takes media (needs vllm-llm[multimodal])."""
+    if not info.supports_multimodal:
+        return None
+    try:
+        from vllm_llm.multimodal import MultiModalOptions, load_processor
+    except ImportError as exc:
+        raise ImportError(
+            f"the model {info.model!r} takes multimodal inputs, which are prepared here: install "
+            f"vllm-llm[multimodal] ({exc})"
+        ) from exc
+    return load_processor(info, options or MultiModalOptions())

@@ -89,7 +89,9 @@ class EngineCoreLlm(Llm):
         from vllm.v1.executor.abstract import Executor
 
         from vllm_llm._engine_info import llm_info
+        from vllm_llm._vision_compat import install_for_children
 
+        install_for_children()  # vLLM's vision models import a torchvision-only module (see there)
         vllm_config = self.settings.async_engine_args().create_engine_config(UsageContext.ENGINE_CONTEXT)
         executor_class = Executor.get_class(vllm_config)
         client = EngineCoreClient.make_async_mp_client(vllm_config, executor_class, self.settings.log_stats)
@@ -231,6 +233,10 @@ class EngineCoreLlm(Llm):
         sources = self._require_client().get_kv_event_sources()
         return {int(rank): _as_dict(cfg) for rank, cfg in sources.items()}
 
+    def multimodal_cache_stats(self) -> Any:
+        """vLLM's sender-cache counters (CacheInfo: hits, total) since the last call; None without one."""
+        return self._lowering.multimodal.cache_stats() if self._lowering is not None else None
+
     @property
     def scheduler_stats(self) -> dict[int, Any]:
         """The latest scheduler stats of each engine (with `log_stats`), keyed by engine index."""
@@ -294,6 +300,8 @@ class EngineCoreLlm(Llm):
                 if outputs.scheduler_stats is not None:
                     self._scheduler_stats[outputs.engine_index] = outputs.scheduler_stats
                 for o in outputs.outputs:
+                    if o.mm_cache_miss_hashes and self._lowering is not None:
+                        self._lowering.multimodal.invalidate(o.mm_cache_miss_hashes)
                     entry = self._requests.get(o.request_id)
                     if entry is None:
                         continue  # aborted here already

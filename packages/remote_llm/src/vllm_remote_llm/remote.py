@@ -80,9 +80,11 @@ class RemoteLlm(Llm):
         metadata: tuple[tuple[str, str], ...],
         timeout: float | None,
         idle_timeout: float | None = None,
+        max_message_bytes: int = 64 << 20,
     ) -> None:
         """Use `connect`; this takes over an open channel and the already adopted info."""
         _check_idle_timeout(idle_timeout)
+        self._max_message_bytes = max_message_bytes
         self._channel = channel
         self._stub = LlmStub(channel)
         # Generate takes the bytes `_encoded` made (the stub's serializer would fail inside grpc).
@@ -142,7 +144,14 @@ class RemoteLlm(Llm):
         llm: RemoteLlm | None = None
         try:
             info = await _fetch_info(channel, metadata, within=connect_timeout)
-            llm = cls(channel, info, metadata=metadata, timeout=timeout, idle_timeout=idle_timeout)
+            llm = cls(
+                channel,
+                info,
+                metadata=metadata,
+                timeout=timeout,
+                idle_timeout=idle_timeout,
+                max_message_bytes=max_message_bytes,
+            )
             await llm._readiness.start(first_within=connect_timeout)
         except BaseException:
             await (llm.shutdown() if llm is not None else channel.close())
@@ -166,7 +175,15 @@ class RemoteLlm(Llm):
     async def generate(self, request: GenerateRequest) -> GenerateStream:
         """Check what LlmInfo allows, start the call and return its stream once the server accepted it."""
         self._check(request)
-        call = self._generate(_encoded(request), metadata=self._metadata)
+        body = _encoded(request)
+        if len(body) > self._max_message_bytes:
+            raise InvalidRequest(
+                f"request {request.request_id!r} is {len(body)} bytes on the wire, more than the "
+                f"{self._max_message_bytes}-byte gRPC message limit (max_message_bytes); send fewer "
+                "or smaller media",
+                param="messages" if request.mm_features else None,
+            )
+        call = self._generate(body, metadata=self._metadata)
         outputs = CallOutputs(call, request.request_id, self._forget, idle=self._idle_timeout)
         self._calls.setdefault(request.request_id, set()).add(outputs)
         await outputs.start(self._timeout)

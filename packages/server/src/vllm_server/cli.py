@@ -79,6 +79,23 @@ def _parser() -> argparse.ArgumentParser:
         default="auto",
         help="floor for the structural tags constraining tool calls",
     )
+    media = serve.add_argument_group("multimodal inputs (vLLM's flags; media are prepared in this process)")
+    media.add_argument(
+        "--limit-mm-per-prompt",
+        type=_json_object,
+        default={},
+        metavar="JSON",
+        help="the most items of each modality in one prompt, e.g. '{\"image\": 2}'",
+    )
+    media.add_argument(
+        "--mm-processor-kwargs", type=_json_object, default={}, metavar="JSON", help="HF processor options"
+    )
+    media.add_argument(
+        "--allowed-local-media-path", default="", help="a directory file: URLs may read media from"
+    )
+    media.add_argument(
+        "--allowed-media-domains", nargs="+", default=[], help="the only hosts http(s) media may come from"
+    )
     model.add_argument("--dtype", default="auto")
     model.add_argument("--max-model-len", type=int)
     model.add_argument("--data-parallel-size", "-dp", type=int, default=1)
@@ -202,6 +219,10 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         chat_template=_read(args.chat_template),
         chat_template_content_format=args.chat_template_content_format,
         parsers=_parser_options(args),
+        limit_mm_per_prompt=_limits(args.limit_mm_per_prompt),
+        mm_processor_kwargs=args.mm_processor_kwargs,
+        allowed_local_media_path=_media_dir(args.allowed_local_media_path),
+        allowed_media_domains=tuple(args.allowed_media_domains),
         shutdown_grace_period=args.shutdown_grace_period,
         max_request_body_bytes=args.max_request_body_bytes,
         log_level=args.log_level,
@@ -228,6 +249,15 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         randomize_request_ids=not _env_flag("VLLM_DISABLE_REQUEST_ID_RANDOMIZATION"),
         stream_interval=args.stream_interval,
         reasoning_parser=args.reasoning_parser,  # the engine's too, as vLLM's server configures it
+        # the engine profiles its encoder budget for these, as under vLLM's server
+        engine_args={
+            k: v
+            for k, v in (
+                ("limit_mm_per_prompt", args.limit_mm_per_prompt),
+                ("mm_processor_kwargs", args.mm_processor_kwargs),
+            )
+            if v
+        },
     )
     engine = EngineCoreConfig(
         settings=settings,
@@ -249,6 +279,41 @@ def _parser_options(args: argparse.Namespace) -> ParserOptions:
     except ValueError as exc:
         raise SystemExit(f"Error: {exc}") from None
     return options
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def _limits(value: dict[str, Any]) -> dict[str, int]:
+    """--limit-mm-per-prompt: a count per modality (vLLM also takes {"count": N, ...} per modality)."""
+    out: dict[str, int] = {}
+    for modality, limit in value.items():
+        count = limit.get("count") if isinstance(limit, dict) else limit
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise SystemExit(f"Error: --limit-mm-per-prompt: {modality!r} needs a count >= 0, got {limit!r}")
+        out[modality] = count
+    return out
+
+
+def _media_dir(path: str) -> str:
+    """--allowed-local-media-path checked at start-up, with vLLM's messages."""
+    if not path:
+        return ""
+    resolved = Path(path).resolve()
+    if not resolved.exists():
+        raise SystemExit(f"Error: Invalid `--allowed-local-media-path`: The path {resolved} does not exist.")
+    if not resolved.is_dir():
+        raise SystemExit(
+            f"Error: Invalid `--allowed-local-media-path`: The path {resolved} must be a directory."
+        )
+    return str(resolved)
 
 
 def _read(path: str | None) -> str | None:

@@ -52,6 +52,12 @@ class ServerConfig:
     #: Tool-call and reasoning parsers of the chat layer (vLLM's --enable-auto-tool-choice,
     #: --tool-call-parser, --reasoning-parser, --tool-strict-level).
     parsers: ParserOptions = field(default_factory=ParserOptions)
+    #: Multimodal inputs, prepared in this process (vLLM's flags of the same names): the most items of
+    #: each modality per prompt, the HF processor's default options, where media may come from.
+    limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)
+    mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
+    allowed_local_media_path: str = ""
+    allowed_media_domains: tuple[str, ...] = ()
     #: Seconds in-flight requests get to finish on SIGTERM/SIGINT before they are aborted.
     shutdown_grace_period: float = 30.0
     max_request_body_bytes: int = 32 << 20

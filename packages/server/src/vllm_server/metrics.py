@@ -39,6 +39,8 @@ _TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
 #: Scheduler stats per engine index (vLLM SchedulerStats objects), or None without an engine.
 EngineStats = Callable[[], dict[int, Any] | None]
+#: The engine's multimodal cache counters since the last call (hits, total), or None.
+CacheStats = Callable[[], Any]
 
 
 class RequestMetrics:
@@ -87,8 +89,11 @@ class RequestMetrics:
 class Metrics:
     """The server's Prometheus registry."""
 
-    def __init__(self, model_name: str, engine_stats: EngineStats) -> None:
+    def __init__(
+        self, model_name: str, engine_stats: EngineStats, mm_cache_stats: CacheStats | None = None
+    ) -> None:
         self.model_name = model_name
+        self._mm_cache_stats = mm_cache_stats
         self.in_flight = 0
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -146,6 +151,18 @@ class Metrics:
             ["handler", "method", "status"],
             registry=r,
         )
+        self.mm_cache_queries = Counter(
+            "vllm:mm_cache_queries",
+            "Multi-modal cache queries, in terms of number of queried items.",
+            labels,
+            registry=r,
+        )
+        self.mm_cache_hits = Counter(
+            "vllm:mm_cache_hits",
+            "Multi-modal cache hits, in terms of number of cached items.",
+            labels,
+            registry=r,
+        )
         self.healthy = Gauge("vllm:healthy", "1 while the Llm is alive.", labels, registry=r)
         self.ready = Gauge("vllm:ready", "1 while the server takes new requests.", labels, registry=r)
         r.register(_EngineCollector(self, engine_stats))
@@ -164,6 +181,10 @@ class Metrics:
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""
+        stats = self._mm_cache_stats() if self._mm_cache_stats is not None else None
+        if stats is not None:
+            self.mm_cache_queries.labels(self.model_name).inc(stats.total)
+            self.mm_cache_hits.labels(self.model_name).inc(stats.hits)
         return generate_latest(self.registry)
 
 

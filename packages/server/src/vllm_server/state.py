@@ -7,12 +7,17 @@ until then `text()` / `chat()` raise `Unavailable` (HTTP 503).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from vllm_llm import ChatLlm, EngineCoreLlm, Llm, TextLlm, Unavailable
 from vllm_llm.watch import Watch, WatchSender
-from vllm_server.config import FrontendConfig, LoraModule
+from vllm_llm.wire import LlmInfo
+from vllm_server.config import FrontendConfig, LoraModule, ServerConfig
 from vllm_server.load import LoadCounter
 from vllm_server.metrics import Metrics
+
+if TYPE_CHECKING:
+    from vllm_llm.multimodal import MultiModalOptions
 
 
 @dataclass
@@ -46,6 +51,7 @@ class ServerState:
             chat_template=server.chat_template,
             content_format=server.chat_template_content_format,
             parsers=server.parsers,
+            multimodal=_multimodal_options(server, self.llm.info()),
         )
         info = self.llm.info()
         self._names = server.served_model_name or (info.served_model_name,)
@@ -93,3 +99,19 @@ class ServerState:
         """Raise `Unavailable` when new requests cannot be taken now."""
         if self._draining:
             raise Unavailable("the server is shutting down")
+
+
+def _multimodal_options(server: ServerConfig, info: LlmInfo) -> MultiModalOptions | None:
+    """The chat layer's multimodal settings, for a model that takes media (vllm-llm[multimodal])."""
+    if not info.supports_multimodal:
+        return None
+    from vllm_llm.multimodal import MediaOptions, MultiModalOptions
+
+    return MultiModalOptions(
+        media=MediaOptions.from_env(
+            allowed_local_media_path=server.allowed_local_media_path,
+            allowed_media_domains=server.allowed_media_domains,
+        ),
+        limit_mm_per_prompt=dict(server.limit_mm_per_prompt),
+        mm_processor_kwargs=dict(server.mm_processor_kwargs),
+    )

@@ -12,6 +12,8 @@ def build_state(config: FrontendConfig, llm: Llm, *, engine: EngineCoreLlm | Non
     """The server state over `llm`; `engine` is the engine core the server owns, if any."""
     names = config.server.served_model_name
     metrics = Metrics(
-        names[0] if names else "", lambda: engine.scheduler_stats if engine is not None else None
+        names[0] if names else "",
+        lambda: engine.scheduler_stats if engine is not None else None,
+        engine.multimodal_cache_stats if engine is not None else None,
     )
     return ServerState(config=config, llm=llm, engine=engine, metrics=metrics)

@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from signal import Signals
 from typing import BinaryIO
@@ -51,10 +51,17 @@ class ServerProcess:
     """A server command on loopback, leading its own process group; its recent output in `log`."""
 
     def __init__(
-        self, name: str, argv: Sequence[str], *, http_port: int = 0, log_path: Path | None = None
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        http_port: int = 0,
+        log_path: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
         self.argv = tuple(argv)
+        self.env = dict(env) if env is not None else None
         self.http_port = http_port
         self.log_path = log_path
         self.log: collections.deque[str] = collections.deque(maxlen=_KEPT_LINES)
@@ -79,7 +86,7 @@ class ServerProcess:
     async def _spawn(self, expect: re.Pattern[str] | None = None) -> asyncio.Future[re.Match[str]] | None:
         """Start `argv`; with `expect`, a future of the first output line that matches it."""
         log_file = _open_log(self.log_path, append=self.proc is not None) if self.log_path else None
-        env = dict(os.environ)
+        env = dict(os.environ if self.env is None else self.env)
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # vLLM's CPU backend reserves 4 GiB otherwise
         self.proc = await asyncio.create_subprocess_exec(
             *self.argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
@@ -219,9 +226,11 @@ async def start_server(
     ready_path: str,
     log_path: Path | None = None,
     within: float = STARTUP_WITHIN,
+    env: Mapping[str, str] | None = None,
 ) -> ServerProcess:
-    """Start `argv` (a server on loopback port `http_port`) and wait until GET `ready_path` answers 200."""
-    server = ServerProcess(name, argv, http_port=http_port, log_path=log_path)
+    """Start `argv` (a server on loopback port `http_port`) and wait until GET `ready_path` answers 200;
+    `env`: its environment (default: this process's)."""
+    server = ServerProcess(name, argv, http_port=http_port, log_path=log_path, env=env)
     await server._spawn()
     await server._wait_ready(ready_path, within)
     return server

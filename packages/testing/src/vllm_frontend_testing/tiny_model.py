@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import random
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -18,7 +19,10 @@ __all__ = [
     "DEFAULT_CACHE_DIR",
     "ENV_VAR",
     "FORMAT_TOKENS",
+    "IMAGE_TOKEN",
+    "LLAVA_CHAT_TEMPLATE",
     "SPECIAL_TOKENS",
+    "build_tiny_llava",
     "build_tiny_lora",
     "build_tiny_model",
 ]
@@ -377,11 +381,11 @@ def _resolve(cache_dir: str | os.PathLike[str] | None) -> pathlib.Path:
     return pathlib.Path(cache_dir).expanduser().absolute()
 
 
-def _is_complete(path: pathlib.Path) -> bool:
-    """Whether ``path`` holds a finished build."""
+def _is_complete(path: pathlib.Path, version: str = _BUILD_VERSION) -> bool:
+    """Whether ``path`` holds a finished build of ``version``."""
     marker = path / _MARKER
     try:
-        return marker.read_text(encoding="utf-8").strip() == _BUILD_VERSION
+        return marker.read_text(encoding="utf-8").strip() == version
     except OSError:
         return False
 
@@ -397,13 +401,15 @@ def _locked(lock_path: pathlib.Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _build_once(target: pathlib.Path, build: Callable[[pathlib.Path], None]) -> pathlib.Path:
+def _build_once(
+    target: pathlib.Path, build: Callable[[pathlib.Path], None], version: str = _BUILD_VERSION
+) -> pathlib.Path:
     """Run `build` into a temp dir beside `target` and rename it there, once, under a file lock."""
-    if _is_complete(target):
+    if _is_complete(target, version):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with _locked(target.parent / f".{target.name}.lock"):
-        if _is_complete(target):
+        if _is_complete(target, version):
             return target
         if target.exists():
             shutil.rmtree(target)
@@ -470,5 +476,122 @@ def build_tiny_lora(model_dir: str | os.PathLike[str], *, seed: int = 1, rank: i
     return _build_once(target, build)
 
 
+#: The image placeholder of the tiny LLaVA model (one added special token, after the tiny vocabulary).
+IMAGE_TOKEN = "<image>"
+_LLAVA_BUILD_VERSION = "tiny-llava-v1"
+_LLAVA_IMAGE_SIZE = 32
+_LLAVA_PATCH_SIZE = 16
+
+#: The tiny model's template with one `<image>` per image part (vLLM hands image parts to the
+#: template as ``{"type": "image"}``), so its content format is detected as "openai".
+LLAVA_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
+    "{% if part.type == 'text' %}{{ part.text }}{% endif %}",
+    "{% if part.type == 'text' %}{{ part.text }}{% elif part.type == 'image' %}<image>{% endif %}",
+)
+
+
+def _build_llava(out: pathlib.Path, text_model: pathlib.Path) -> None:
+    """A random-weight LLaVA over a copy of the tiny Llama's tokenizer and text config."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from tokenizers import AddedToken, Tokenizer
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+    )
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    tokenizer = Tokenizer.from_file(str(text_model / "tokenizer.json"))
+    tokenizer.add_special_tokens([AddedToken(IMAGE_TOKEN, special=True, normalized=False)])
+    tokenizer.save(str(out / "tokenizer.json"), pretty=True)
+    image_token_id = tokenizer.token_to_id(IMAGE_TOKEN)
+    if image_token_id is None:
+        raise RuntimeError(f"{IMAGE_TOKEN} was not added to the tokenizer")
+    vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
+
+    tok_config = json.loads((text_model / "tokenizer_config.json").read_text(encoding="utf-8"))
+    tok_config["chat_template"] = LLAVA_CHAT_TEMPLATE
+    tok_config["additional_special_tokens"] = [*tok_config["additional_special_tokens"], IMAGE_TOKEN]
+    tok_config["processor_class"] = "LlavaProcessor"
+    _write_json(out / "tokenizer_config.json", tok_config)
+    special = json.loads((text_model / "special_tokens_map.json").read_text(encoding="utf-8"))
+    special["additional_special_tokens"] = [*special["additional_special_tokens"], IMAGE_TOKEN]
+    _write_json(out / "special_tokens_map.json", special)
+    shutil.copy(text_model / "generation_config.json", out / "generation_config.json")
+
+    text_cfg = json.loads((text_model / "config.json").read_text(encoding="utf-8"))
+    text_config = LlamaConfig(
+        **{k: v for k, v in text_cfg.items() if k not in ("architectures", "transformers_version")}
+    )
+    text_config.vocab_size = vocab_size
+    vision_config = CLIPVisionConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=_LLAVA_IMAGE_SIZE,
+        patch_size=_LLAVA_PATCH_SIZE,
+        projection_dim=64,
+    )
+    num_patches = (_LLAVA_IMAGE_SIZE // _LLAVA_PATCH_SIZE) ** 2
+    config = LlavaConfig(
+        vision_config=vision_config,
+        text_config=text_config,
+        image_token_index=image_token_id,
+        image_seq_length=num_patches,
+        vision_feature_layer=-2,
+        vision_feature_select_strategy="default",
+        projector_hidden_act="gelu",
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(_SEED)
+    model = LlavaForConditionalGeneration(config)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0.0, 0.2)
+    model.save_pretrained(str(out), safe_serialization=True)
+    # transformers 5 writes the vision tower as `vision_tower.{embeddings,encoder,...}`; vLLM 0.32's
+    # LLaVA loader reads the CLIP layout `vision_tower.vision_model.*`.
+    for weights in out.glob("*.safetensors"):
+        tensors = load_file(str(weights))
+        renamed = {
+            re.sub(r"(^|\.)vision_tower\.(?!vision_model\.)", r"\1vision_tower.vision_model.", k): v
+            for k, v in tensors.items()
+        }
+        save_file(renamed, str(weights), metadata={"format": "pt"})
+    cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    cfg["torch_dtype"] = "float32"
+    _write_json(out / "config.json", cfg)
+
+    image_processor = CLIPImageProcessor(
+        size={"shortest_edge": _LLAVA_IMAGE_SIZE},
+        crop_size={"height": _LLAVA_IMAGE_SIZE, "width": _LLAVA_IMAGE_SIZE},
+    )
+    image_processor.save_pretrained(str(out))
+    _write_json(
+        out / "processor_config.json",
+        {
+            "processor_class": "LlavaProcessor",
+            "image_token": IMAGE_TOKEN,
+            "patch_size": _LLAVA_PATCH_SIZE,
+            "num_additional_image_tokens": 1,
+            "vision_feature_select_strategy": "default",
+        },
+    )
+    (out / _MARKER).write_text(_LLAVA_BUILD_VERSION + "\n", encoding="utf-8")
+
+
+def build_tiny_llava(cache_dir: str | os.PathLike[str] | None = None) -> pathlib.Path:
+    """Build (once) and return the directory of the tiny LLaVA model, beside the tiny Llama."""
+    text_model = build_tiny_model(cache_dir)
+    target = text_model.parent / f"{text_model.name}-llava"
+    return _build_once(target, lambda out: _build_llava(out, text_model), _LLAVA_BUILD_VERSION)
+
+
 if __name__ == "__main__":
     print(build_tiny_model())
+    print(build_tiny_llava())

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from vllm_llm import ChatMessage, ChatRequest, NamedToolChoice, ToolChoice
+from vllm_llm import ChatMessage, ChatRequest, NamedToolChoice, TextPart, ToolChoice
 from vllm_llm.wire import LoraRequest
 from vllm_server.errors import BadRequest
 from vllm_server.http.openai.sampling import SamplingFields
@@ -38,6 +38,7 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     documents: list[dict[str, str]] | None = None
     chat_template: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    mm_processor_kwargs: dict[str, Any] | None = None
 
     @property
     def num_top_logprobs(self) -> int:
@@ -175,6 +176,7 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
             cache_salt=self.cache_salt,
             priority=self.priority,
             kv_transfer_params=self.kv_transfer_params,
+            mm_processor_kwargs=self.mm_processor_kwargs,
         )
 
     def echoed_content(self, role: str) -> str:
@@ -186,7 +188,7 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
             return ""
         if isinstance(content, str):
             return content
-        return "\n".join(part.text for part in content)
+        return "\n".join(part.text for part in content if isinstance(part, TextPart))
 
 
 def check_generation_prompt(add_generation_prompt: bool, continue_final_message: bool) -> None:

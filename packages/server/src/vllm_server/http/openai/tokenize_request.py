@@ -26,6 +26,7 @@ class TokenizeBody(msgspec.Struct, kw_only=True):
     chat_template: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     tools: list[ChatTool] | None = None
+    mm_processor_kwargs: dict[str, Any] | None = None
 
 
 class DetokenizeBody(msgspec.Struct, kw_only=True):

@@ -32,7 +32,7 @@ def tokenize(state: ServerState) -> Handler:
                     "Refused request with untrusted chat template.",
                     param="chat_template",
                 )
-            rendered = state.chat().render(
+            rendered = await state.chat().render_with_media(
                 ChatRequest(
                     request_id="tokenize",
                     messages=body.messages,
@@ -41,6 +41,7 @@ def tokenize(state: ServerState) -> Handler:
                     tools=tool_dicts(body.tools),
                     chat_template_kwargs=body.chat_template_kwargs,
                     add_special_tokens=bool(body.add_special_tokens),
+                    mm_processor_kwargs=body.mm_processor_kwargs,
                 )
             )
             tokens = rendered.prompt_token_ids
