@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from vllm_llm.engine_core import EngineCoreLlm
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+# gRPC ring_hash reads its request-hash header only with this set before the first channel (what a
+# `--routing prefix` router sets for itself); the router tests build their channels in this process.
+os.environ.setdefault("GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY", "true")
 
 
 @pytest.fixture(scope="session")

@@ -93,6 +93,7 @@ EXPECTED_TYPE = {
     "list[KvHintAction]": "list[KvHintAction]",
     "list[LogprobRow]": "list[LogprobRow]",
     "list[MultiModalFeature]": "list[MultiModalFeature]",
+    "list[LoraAdapter]": "list[LoraAdapter]",
     "dict[int, float]": "dict[int, float]",
     "dict[str, str]": "dict[str, str]",
     "dict[str, any]": "dict[str, Any]",

@@ -91,10 +91,10 @@ async def _small_window_remote(target: str) -> Llm:
 
     from vllm_llm.wire import INFO, InfoRequest, LlmInfo, decode, encode
     from vllm_remote_llm import RemoteLlm
-    from vllm_remote_llm._channel import SERVICE_CONFIG
+    from vllm_remote_llm._channel import service_config
 
     options = [
-        ("grpc.service_config", SERVICE_CONFIG),
+        ("grpc.service_config", service_config()),
         ("grpc.service_config_disable_resolution", 1),
         ("grpc.enable_retries", 1),
         *SMALL_WINDOW,

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from vllm_llm.multimodal import MultiModalOptions, MultiModalProcessor
 
 __all__ = [
+    "AudioUrlPart",
     "ChatChoice",
     "ChatDelta",
     "ChatLlm",
@@ -56,7 +57,14 @@ __all__ = [
     "ChatResult",
     "ChatStream",
     "ContentFormat",
+    "ContentPart",
     "FunctionCall",
+    "ImageEmbedsPart",
+    "ImageUrlPart",
+    "InputAudio",
+    "InputAudioPart",
+    "MediaPart",
+    "MediaUrl",
     "NamedToolChoice",
     "ParserOptions",
     "RenderedChat",
@@ -64,6 +72,7 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolChoice",
+    "VideoUrlPart",
 ]
 
 ContentFormat = Literal["auto", "openai", "string"]

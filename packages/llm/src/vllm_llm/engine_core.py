@@ -52,6 +52,8 @@ class EngineCoreLlm(Llm):
         self._start_task: asyncio.Task[None] | None = None
         self._dead: EngineDead | None = None
         self._scheduler_stats: dict[int, Any] = {}
+        self._prefix_cache_queries = 0
+        self._prefix_cache_hits = 0
         self._paused = False
         self._sleeping = False
         self._shut_down = False
@@ -233,6 +235,11 @@ class EngineCoreLlm(Llm):
         sources = self._require_client().get_kv_event_sources()
         return {int(rank): _as_dict(cfg) for rank, cfg in sources.items()}
 
+    def prefix_cache_totals(self) -> tuple[int, int]:
+        """Prompt tokens looked up in the prefix cache, and found there, over all engines since start
+        (vLLM's ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``; needs `log_stats`)."""
+        return self._prefix_cache_queries, self._prefix_cache_hits
+
     def multimodal_cache_stats(self) -> Any:
         """vLLM's sender-cache counters (CacheInfo: hits, total) since the last call; None without one."""
         return self._lowering.multimodal.cache_stats() if self._lowering is not None else None
@@ -299,6 +306,9 @@ class EngineCoreLlm(Llm):
                 outputs = await client.get_output_async()
                 if outputs.scheduler_stats is not None:
                     self._scheduler_stats[outputs.engine_index] = outputs.scheduler_stats
+                    prefix = outputs.scheduler_stats.prefix_cache_stats
+                    self._prefix_cache_queries += prefix.queries
+                    self._prefix_cache_hits += prefix.hits
                 for o in outputs.outputs:
                     if o.mm_cache_miss_hashes and self._lowering is not None:
                         self._lowering.multimodal.invalidate(o.mm_cache_miss_hashes)

@@ -2,13 +2,17 @@
 
 from vllm_remote_llm._channel import Keepalive, RemoteTls
 from vllm_remote_llm._errors import WireRevisionMismatch
+from vllm_remote_llm._routing import PREFIX_HASH_HEADER, OutlierDetection, Routing
 from vllm_remote_llm.remote import RemoteLlm
 from vllm_remote_llm.stub import LlmStub
 
 __all__ = [
+    "PREFIX_HASH_HEADER",
     "Keepalive",
     "LlmStub",
+    "OutlierDetection",
     "RemoteLlm",
     "RemoteTls",
+    "Routing",
     "WireRevisionMismatch",
 ]

@@ -1,9 +1,10 @@
 """The client channel of a RemoteLlm: credentials, options, and the service config that balances.
 
-The service config asks gRPC itself to balance: `round_robin` over every address the target resolves
-to, client-side health checking (gRFC A17) on `vllm.internal.Llm` so only serving workers are picked,
-and a retry of calls that fail with UNAVAILABLE before any response (a draining or vanished worker),
-which gRPC sends to the next worker. Reconnection attempts to a vanished worker back off to at most
+The service config asks gRPC itself to balance: `round_robin` (or prefix-keyed `ring_hash`, under
+outlier detection: see `_routing`) over every address the target resolves to, client-side health
+checking (gRFC A17) on `vllm.internal.Llm` so only serving workers are picked, and a retry of calls
+that fail with UNAVAILABLE before any response (a draining or vanished worker), which gRPC sends to
+the next worker. Reconnection attempts to a vanished worker back off to at most
 `MAX_RECONNECT_BACKOFF_MS` (gRPC's default grows to 120 s), so a worker restarted after a long outage
 is used again within seconds.
 
@@ -28,25 +29,33 @@ from typing import Any
 import grpc
 
 from vllm_llm.wire import SERVICE_NAME
-
-SERVICE_CONFIG = json.dumps(
-    {
-        "loadBalancingConfig": [{"round_robin": {}}],
-        "healthCheckConfig": {"serviceName": SERVICE_NAME},
-        "methodConfig": [
-            {
-                "name": [{"service": SERVICE_NAME}],
-                "retryPolicy": {
-                    "maxAttempts": 3,
-                    "initialBackoff": "0.05s",
-                    "maxBackoff": "0.5s",
-                    "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
-                },
-            }
-        ],
-    }
+from vllm_remote_llm._routing import (
+    OutlierDetection,
+    Routing,
+    enable_request_hash_header,
+    load_balancing_config,
 )
+
+_SERVICE_CONFIG: dict[str, Any] = {
+    "healthCheckConfig": {"serviceName": SERVICE_NAME},
+    "methodConfig": [
+        {
+            "name": [{"service": SERVICE_NAME}],
+            "retryPolicy": {
+                "maxAttempts": 3,
+                "initialBackoff": "0.05s",
+                "maxBackoff": "0.5s",
+                "backoffMultiplier": 2,
+                "retryableStatusCodes": ["UNAVAILABLE"],
+            },
+        }
+    ],
+}
+
+
+def service_config(routing: Routing = "round_robin", outliers: OutlierDetection | None = None) -> str:
+    """The channel's service config: the balancer (see `_routing`), health checking and retries."""
+    return json.dumps({**_SERVICE_CONFIG, "loadBalancingConfig": load_balancing_config(routing, outliers)})
 
 
 #: The longest wait between reconnection attempts to a worker that went away.
@@ -95,11 +104,19 @@ class Keepalive:
 
 
 def open_channel(
-    target: str, *, tls: RemoteTls | None, keepalive: Keepalive | None, max_message_bytes: int
+    target: str,
+    *,
+    tls: RemoteTls | None,
+    keepalive: Keepalive | None,
+    max_message_bytes: int,
+    routing: Routing = "round_robin",
+    outliers: OutlierDetection | None = None,
 ) -> grpc.aio.Channel:
     """A channel to `target` (any gRPC target string) that balances over its addresses."""
+    if routing == "prefix":
+        enable_request_hash_header()
     options: list[tuple[str, Any]] = [
-        ("grpc.service_config", SERVICE_CONFIG),
+        ("grpc.service_config", service_config(routing, outliers)),
         # Ours, not one a DNS TXT record may carry.
         ("grpc.service_config_disable_resolution", 1),
         ("grpc.enable_retries", 1),

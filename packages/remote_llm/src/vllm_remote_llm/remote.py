@@ -3,7 +3,10 @@
 - `connect` calls Info and adopts the server's `LlmInfo` (dtype included), after checking that the
   server's wire revision is within one of ours.
 - The target is any gRPC target string; several workers behind it are balanced by gRPC itself
-  (round_robin with client-side health checking, see `_channel`).
+  (round_robin or prefix-keyed ring_hash, under outlier detection, with client-side health checking;
+  see `_routing` and `_channel`). A request a worker fails before taking it (a status other than
+  INVALID_ARGUMENT, UNIMPLEMENTED or UNAVAILABLE, which gRPC retries itself) is sent once more, to the
+  balancer's next pick: nothing has reached the caller yet.
 - Readiness is the servers' health status of `vllm.internal.Llm`, watched (true while any worker
   serves); health stays true: a failing server makes this Llm unready, not failed.
 - `generate` encodes the request before it starts the call: a value the wire cannot carry (an int
@@ -54,9 +57,17 @@ from vllm_remote_llm._call import CallOutputs, output_deserializer
 from vllm_remote_llm._channel import Keepalive, RemoteTls, open_channel
 from vllm_remote_llm._errors import WireRevisionMismatch, translate_errors
 from vllm_remote_llm._readiness import ReadinessWatch
+from vllm_remote_llm._routing import PREFIX_HASH_HEADER, OutlierDetection, Routing, prefix_hash
 from vllm_remote_llm.stub import LlmStub
 
 DEFAULT_KEEPALIVE = Keepalive()
+DEFAULT_OUTLIER_DETECTION = OutlierDetection()
+#: Prefix routing hashes at most this many leading KV blocks of a prompt (64 tokens at vLLM's 16).
+DEFAULT_PREFIX_BLOCKS = 4
+#: The KV block size assumed when the server does not report one (vLLM's default).
+DEFAULT_BLOCK_SIZE = 16
+#: Calls a request gets when workers fail it before taking it (each on the balancer's next pick).
+FAILOVER_ATTEMPTS = 2
 
 #: The default `idle_timeout` (seconds): far above any healthy gap between two outputs of a running
 #: request, yet bounded. See `RemoteLlm.connect`.
@@ -81,10 +92,12 @@ class RemoteLlm(Llm):
         timeout: float | None,
         idle_timeout: float | None = None,
         max_message_bytes: int = 64 << 20,
+        prefix_blocks: int | None = None,
     ) -> None:
         """Use `connect`; this takes over an open channel and the already adopted info."""
         _check_idle_timeout(idle_timeout)
         self._max_message_bytes = max_message_bytes
+        self._prefix_blocks = prefix_blocks
         self._channel = channel
         self._stub = LlmStub(channel)
         # Generate takes the bytes `_encoded` made (the stub's serializer would fail inside grpc).
@@ -115,6 +128,9 @@ class RemoteLlm(Llm):
         keepalive: Keepalive | None = DEFAULT_KEEPALIVE,
         max_message_bytes: int = 64 << 20,
         connect_timeout: float | None = 30.0,
+        routing: Routing = "round_robin",
+        prefix_blocks: int = DEFAULT_PREFIX_BLOCKS,
+        outlier_detection: OutlierDetection | None = None,
     ) -> RemoteLlm:
         """Connect to `target`, wait (up to `connect_timeout` s) for a serving worker and adopt its info.
 
@@ -137,9 +153,22 @@ class RemoteLlm(Llm):
 
         `keepalive`: pings every `keepalive.time` s, each to be acknowledged within `keepalive.timeout`
         s, else the connection (and every call on it) fails with UNAVAILABLE. None: no keepalive.
+
+        `routing`: how a worker is picked (`_routing`): `round_robin`, or `prefix` (gRPC's ring_hash on a
+        hash of the prompt's first `prefix_blocks` KV blocks). `outlier_detection`: which failing workers
+        gRPC ejects (None, the default: none; gRPC's ejection has no panic mode, see `_routing`).
         """
         _check_idle_timeout(idle_timeout)
-        channel = open_channel(target, tls=tls, keepalive=keepalive, max_message_bytes=max_message_bytes)
+        if prefix_blocks < 1:
+            raise ValueError(f"prefix_blocks must be at least 1, got {prefix_blocks}")
+        channel = open_channel(
+            target,
+            tls=tls,
+            keepalive=keepalive,
+            max_message_bytes=max_message_bytes,
+            routing=routing,
+            outliers=outlier_detection,
+        )
         metadata = (("authorization", f"Bearer {api_key}"),) if api_key is not None else ()
         llm: RemoteLlm | None = None
         try:
@@ -151,6 +180,7 @@ class RemoteLlm(Llm):
                 timeout=timeout,
                 idle_timeout=idle_timeout,
                 max_message_bytes=max_message_bytes,
+                prefix_blocks=prefix_blocks if routing == "prefix" else None,
             )
             await llm._readiness.start(first_within=connect_timeout)
         except BaseException:
@@ -162,6 +192,13 @@ class RemoteLlm(Llm):
 
     def info(self) -> LlmInfo:
         """The server's LlmInfo, adopted at connect."""
+        return self._info
+
+    async def refresh_info(self, within: float | None = 5.0) -> LlmInfo:
+        """Ask a server behind the target for its LlmInfo again (its LoRA adapters change at runtime) and
+        adopt it; `Unavailable` when none answers within `within` seconds."""
+        self._check_open()
+        self._info = await _fetch_info(self._channel, self._metadata, within=within)
         return self._info
 
     def subscribe_health(self) -> Watch[bool]:
@@ -183,10 +220,21 @@ class RemoteLlm(Llm):
                 "or smaller media",
                 param="messages" if request.mm_features else None,
             )
-        call = self._generate(body, metadata=self._metadata)
-        outputs = CallOutputs(call, request.request_id, self._forget, idle=self._idle_timeout)
-        self._calls.setdefault(request.request_id, set()).add(outputs)
-        await outputs.start(self._timeout)
+        metadata = self._call_metadata(request)
+        for attempt in range(FAILOVER_ATTEMPTS):
+            call = self._generate(body, metadata=metadata)
+            outputs = CallOutputs(call, request.request_id, self._forget, idle=self._idle_timeout)
+            self._calls.setdefault(request.request_id, set()).add(outputs)
+            try:
+                await outputs.start(self._timeout)
+                break
+            except Remote:
+                # The worker failed the request before taking it (not a validation error: that is
+                # RemoteInvalidRequest; UNAVAILABLE gRPC retries itself): nothing reached the caller, so
+                # another worker may take it. Without the prefix hash, ring_hash picks at random.
+                if attempt + 1 >= FAILOVER_ATTEMPTS:
+                    raise
+                metadata = self._metadata
 
         async def on_abort() -> None:
             outputs.close()
@@ -238,6 +286,18 @@ class RemoteLlm(Llm):
             raise InvalidRequest(f"prompt token ids must be in [0, {vocab})", param="prompt_token_ids")
         if len(prompt) >= self._info.max_model_len:
             raise PromptTooLong(max_model_len=self._info.max_model_len, prompt_len=len(prompt))
+
+    def _call_metadata(self, request: GenerateRequest) -> tuple[tuple[str, str], ...]:
+        """The call's metadata: with prefix routing, the hash ring_hash picks the worker by."""
+        if self._prefix_blocks is None:
+            return self._metadata
+        key = prefix_hash(
+            request.prompt_token_ids,
+            block_size=self._info.block_size or DEFAULT_BLOCK_SIZE,
+            max_blocks=self._prefix_blocks,
+            salt=(request.lora_request.lora_name if request.lora_request else None, request.cache_salt),
+        )
+        return self._metadata if key is None else (*self._metadata, (PREFIX_HASH_HEADER, key))
 
     def _check_open(self) -> None:
         if self._shut_down:

@@ -161,6 +161,25 @@ def _parser() -> argparse.ArgumentParser:
     remote.add_argument("--remote-certfile", type=Path, help="client certificate for mTLS to the workers")
     remote.add_argument("--remote-keyfile", type=Path)
     remote.add_argument("--remote-api-key", default=None)
+    remote.add_argument(
+        "--routing",
+        choices=["round_robin", "prefix"],
+        default="round_robin",
+        help="how a worker is picked: in turn, or by the prompt's leading KV blocks (gRPC ring_hash), "
+        "for prefix-cache hits",
+    )
+    remote.add_argument(
+        "--prefix-blocks",
+        type=_at_least_one,
+        default=4,
+        help="--routing prefix: how many leading KV blocks of a prompt pick its worker",
+    )
+    remote.add_argument(
+        "--outlier-detection",
+        action="store_true",
+        help="eject workers whose calls keep failing for a while (gRPC's outlier_detection; it has no "
+        "panic mode: an ejected worker stays out even when it is the only one left)",
+    )
     serve.set_defaults(func=_serve)
     return parser
 
@@ -187,6 +206,14 @@ def _env_flag(name: str) -> bool:
 
 def frontend_config(args: argparse.Namespace) -> FrontendConfig:
     """The FrontendConfig of parsed `serve` arguments."""
+    if args.model is None:
+        _refuse_engine_lora_flags(args)
+    if args.remote is None and (
+        args.routing != "round_robin" or args.prefix_blocks != 4 or args.outlier_detection
+    ):
+        raise SystemExit(
+            "Error: --routing, --prefix-blocks and --outlier-detection pick among --remote workers"
+        )
     tokenizer = args.tokenizer
     if args.mock and tokenizer is None:
         try:  # the tiny model is test support, which a server install does not carry
@@ -279,6 +306,30 @@ def _parser_options(args: argparse.Namespace) -> ParserOptions:
     except ValueError as exc:
         raise SystemExit(f"Error: {exc}") from None
     return options
+
+
+#: LoRA flags of a worker's engine, with their defaults.
+_ENGINE_LORA_FLAGS = {
+    "lora_modules": [],
+    "enable_lora": False,
+    "enable_runtime_lora": False,
+    "max_loras": 1,
+    "max_lora_rank": 16,
+}
+
+
+def _refuse_engine_lora_flags(args: argparse.Namespace) -> None:
+    """A router (or the mock) has no engine to load adapters into: its adapters are its workers'."""
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name, default in _ENGINE_LORA_FLAGS.items()
+        if getattr(args, name) != default
+    ]
+    if given:
+        raise SystemExit(
+            f"Error: {', '.join(given)} configure(s) the LoRA adapters of a worker's engine (--model); "
+            "a router serves the adapters its workers serve (start the workers with them)"
+        )
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -380,7 +431,7 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
         )
         return MockLlm(info=info, step_interval=0.01, stream_interval=args.stream_interval)
     from vllm_remote_llm import RemoteLlm, RemoteTls
-    from vllm_remote_llm.remote import DEFAULT_IDLE_TIMEOUT
+    from vllm_remote_llm.remote import DEFAULT_IDLE_TIMEOUT, DEFAULT_OUTLIER_DETECTION
 
     idle = args.remote_idle_timeout
 
@@ -397,6 +448,9 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
         api_key=args.remote_api_key,
         timeout=args.remote_timeout,
         idle_timeout=DEFAULT_IDLE_TIMEOUT if idle is None else idle or None,  # 0: no bound
+        routing=args.routing,
+        prefix_blocks=args.prefix_blocks,
+        outlier_detection=DEFAULT_OUTLIER_DETECTION if args.outlier_detection else None,
     )
 
 

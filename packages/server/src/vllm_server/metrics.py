@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS = (
@@ -90,7 +90,11 @@ class Metrics:
     """The server's Prometheus registry."""
 
     def __init__(
-        self, model_name: str, engine_stats: EngineStats, mm_cache_stats: CacheStats | None = None
+        self,
+        model_name: str,
+        engine_stats: EngineStats,
+        mm_cache_stats: CacheStats | None = None,
+        prefix_cache_totals: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         self.model_name = model_name
         self._mm_cache_stats = mm_cache_stats
@@ -165,7 +169,7 @@ class Metrics:
         )
         self.healthy = Gauge("vllm:healthy", "1 while the Llm is alive.", labels, registry=r)
         self.ready = Gauge("vllm:ready", "1 while the server takes new requests.", labels, registry=r)
-        r.register(_EngineCollector(self, engine_stats))
+        r.register(_EngineCollector(self, engine_stats, prefix_cache_totals))
         # This server's children (one model name), looked up once: `labels()` per token is not free.
         self.ttft_of_model = self.ttft.labels(model_name)
         self.itl_of_model = self.itl.labels(model_name)
@@ -191,9 +195,15 @@ class Metrics:
 class _EngineCollector(Collector):
     """Scheduler gauges, read when scraped."""
 
-    def __init__(self, metrics: Metrics, engine_stats: EngineStats) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        engine_stats: EngineStats,
+        prefix_cache_totals: Callable[[], tuple[int, int]] | None,
+    ) -> None:
         self._m = metrics
         self._stats = engine_stats
+        self._prefix_cache_totals = prefix_cache_totals
 
     def collect(self) -> Any:
         name = self._m.model_name
@@ -212,6 +222,19 @@ class _EngineCollector(Collector):
             family = GaugeMetricFamily(metric, doc, labels=["model_name"])
             family.add_metric([name], float(value))
             yield family
+        if self._prefix_cache_totals is not None:
+            queries, hits = self._prefix_cache_totals()
+            for metric, doc, total in (
+                (
+                    "vllm:prefix_cache_queries",
+                    "Prefix cache queries, in terms of number of queried tokens.",
+                    queries,
+                ),
+                ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", hits),
+            ):
+                counter = CounterMetricFamily(metric, doc, labels=["model_name"])
+                counter.add_metric([name], float(total))
+                yield counter
 
     def describe(self) -> Any:
         return []

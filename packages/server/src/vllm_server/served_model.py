@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from vllm_llm import LlmError
 from vllm_llm.wire import LoraRequest
 from vllm_server.errors import NotFound
 from vllm_server.state import ServerState
@@ -18,8 +19,24 @@ class ServedModel(NamedTuple):
     lora_request: LoraRequest | None
 
 
-def resolve_model(state: ServerState, requested: str | None) -> ServedModel:
-    """The served model `requested` names (None or "": the primary name); `NotFound` if unknown."""
+async def resolve_model(state: ServerState, requested: str | None) -> ServedModel:
+    """The served model `requested` names (None or "": the primary name); `NotFound` if unknown.
+
+    A name that is not served yet may be an adapter a router's worker loaded since it last looked: the
+    router re-reads its workers' adapters once before answering 404."""
+    try:
+        return _resolve(state, requested)
+    except NotFound:
+        try:
+            refreshed = await state.refresh_adapters()
+        except LlmError:  # no worker answered: the name is still unknown
+            refreshed = False
+        if not refreshed:
+            raise
+    return _resolve(state, requested)
+
+
+def _resolve(state: ServerState, requested: str | None) -> ServedModel:
     names = state.served_model_names
     if not requested or requested in names:
         # vLLM reports the primary name whichever alias was asked for.

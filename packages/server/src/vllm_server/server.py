@@ -20,7 +20,7 @@ from collections.abc import Callable, Generator
 import uvicorn
 from fastapi import FastAPI
 
-from vllm_llm import EngineCoreLlm, Llm
+from vllm_llm import EngineCoreLlm, Llm, LlmError
 from vllm_llm.wire import LoraRequest
 from vllm_server.affinity import keep_off_engine_cpus
 from vllm_server.config import FrontendConfig, ServerConfig
@@ -94,6 +94,7 @@ class Server:
                     max_message_bytes=server.max_grpc_message_bytes,
                     extra_services=[service.register for service in public],
                     health_services=[service.name for service in public],
+                    info=state.served_info,
                 )
                 self.grpc_port = await grpc.start(server.grpc_host or server.host, server.grpc_port)
             self.listening.set()
@@ -159,8 +160,13 @@ class Server:
             freeze_heap()  # start-up is done: the engine client, tokenizer and layers exist
         if self.config.server.keep_off_engine_cpus:
             keep_off_engine_cpus()  # the engine's workers bound their threads while it started
-        async for _ in readiness:
-            state.update_readiness()
+        refresher = asyncio.create_task(_follow_adapters(state)) if engine is None else None
+        try:
+            async for _ in readiness:
+                state.update_readiness()
+        finally:
+            if refresher is not None:
+                refresher.cancel()
 
     async def _load_static_loras(self, state: ServerState, engine: EngineCoreLlm) -> None:
         cfg = self.config.engine_core
@@ -191,3 +197,17 @@ class Server:
                 "%d HTTP request(s) still running after %.1f s: cancelling", state.load.in_progress, grace
             )
         http.should_exit = True
+
+
+#: How often a router re-reads its workers' LoRA adapters in the background (seconds).
+ADAPTER_REFRESH_INTERVAL = 10.0
+
+
+async def _follow_adapters(state: ServerState) -> None:
+    """Keep a provided Llm's adapters current (a router's workers load and unload them at runtime)."""
+    while True:
+        await asyncio.sleep(ADAPTER_REFRESH_INTERVAL)
+        try:
+            await state.refresh_adapters()
+        except LlmError as exc:
+            logger.debug("could not re-read the LoRA adapters: %s", exc)

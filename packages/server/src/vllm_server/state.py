@@ -6,18 +6,24 @@ until then `text()` / `chat()` raise `Unavailable` (HTTP 503).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from vllm_llm import ChatLlm, EngineCoreLlm, Llm, TextLlm, Unavailable
 from vllm_llm.watch import Watch, WatchSender
-from vllm_llm.wire import LlmInfo
+from vllm_llm.wire import LlmInfo, LoraAdapter
 from vllm_server.config import FrontendConfig, LoraModule, ServerConfig
 from vllm_server.load import LoadCounter
 from vllm_server.metrics import Metrics
 
 if TYPE_CHECKING:
     from vllm_llm.multimodal import MultiModalOptions
+
+#: A router re-reads its workers' LoRA adapters at most this often (seconds) on demand.
+ADAPTER_REFRESH_MIN_INTERVAL = 1.0
 
 
 @dataclass
@@ -36,6 +42,7 @@ class ServerState:
     _chat: ChatLlm | None = None
     _names: tuple[str, ...] = ()
     _draining: bool = False
+    _adapters_read: float = -ADAPTER_REFRESH_MIN_INTERVAL
     _ready: WatchSender[bool] = field(default_factory=lambda: WatchSender(False))
 
     # ---- the text and chat layers ---------------------------------------------------------------
@@ -54,6 +61,9 @@ class ServerState:
             multimodal=_multimodal_options(server, self.llm.info()),
         )
         info = self.llm.info()
+        if self.engine is None:
+            self.adopt_adapters(info)
+            self._adapters_read = time.monotonic()
         self._names = server.served_model_name or (info.served_model_name,)
         self.metrics.model_name = self._names[0]
 
@@ -94,6 +104,40 @@ class ServerState:
     def subscribe_readiness(self) -> Watch[bool]:
         """Server readiness: the Llm is ready, the layers are built, and the server is not draining."""
         return self._ready.subscribe()
+
+    # ---- LoRA adapters -----------------------------------------------------------------------------
+
+    def served_info(self) -> LlmInfo:
+        """The Llm's info with the LoRA adapters this server serves (what `vllm.internal.Llm/Info` says)."""
+        adapters = [
+            LoraAdapter(
+                name=name, lora_int_id=lora_id, path=module.path, base_model_name=module.base_model_name
+            )
+            for name, (module, lora_id) in self.lora_modules.items()
+        ]
+        return msgspec.structs.replace(self.llm.info(), lora_adapters=adapters or None)
+
+    def adopt_adapters(self, info: LlmInfo) -> None:
+        """Serve the adapters `info` names (a provided Llm's, e.g. a router's workers'), as they are now."""
+        self.lora_modules = {
+            a.name: (LoraModule(name=a.name, path=a.path, base_model_name=a.base_model_name), a.lora_int_id)
+            for a in info.lora_adapters or ()
+        }
+
+    async def refresh_adapters(self) -> bool:
+        """Re-read a provided Llm's adapters (RemoteLlm: its workers' Info), at most once per
+        `ADAPTER_REFRESH_MIN_INTERVAL` seconds; whether they were read."""
+        refresh = getattr(self.llm, "refresh_info", None)
+        now = time.monotonic()
+        if (
+            self.engine is not None
+            or refresh is None
+            or now - self._adapters_read < ADAPTER_REFRESH_MIN_INTERVAL
+        ):
+            return False
+        self._adapters_read = now
+        self.adopt_adapters(await refresh())
+        return True
 
     def check_accepting(self) -> None:
         """Raise `Unavailable` when new requests cannot be taken now."""

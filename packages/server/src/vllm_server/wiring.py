@@ -15,5 +15,6 @@ def build_state(config: FrontendConfig, llm: Llm, *, engine: EngineCoreLlm | Non
         names[0] if names else "",
         lambda: engine.scheduler_stats if engine is not None else None,
         engine.multimodal_cache_stats if engine is not None else None,
+        engine.prefix_cache_totals if engine is not None else None,
     )
     return ServerState(config=config, llm=llm, engine=engine, metrics=metrics)

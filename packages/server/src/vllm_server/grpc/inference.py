@@ -115,7 +115,7 @@ class InferenceService:
         state = self._state
         state.check_accepting()
         text = state.text()
-        model = resolve_model(state, request.model)
+        model = await resolve_model(state, request.model)
         check_max_tokens(request.stopping.max_new_tokens or None, "max_new_tokens", text.info().max_model_len)
         request_id = request.request_id or str(uuid.uuid4())
         lowered = text_request(request, text, request_id=request_id, lora_request=model.lora_request)

@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 
 from vllm_llm import Llm
-from vllm_llm.wire import SERVICE_NAME
+from vllm_llm.wire import SERVICE_NAME, LlmInfo
 from vllm_server.errors import Unauthenticated
 from vllm_server.grpc.health import HEALTH_SERVICE, LlmHealth
 from vllm_server.grpc.llm_service import LlmService
@@ -47,8 +47,9 @@ class GrpcFrontend:
         max_message_bytes: int = 64 << 20,
         extra_services: Sequence[ServiceAdder] = (),
         health_services: Sequence[str] = (),
+        info: Callable[[], LlmInfo] | None = None,
     ) -> None:
-        self._service = LlmService(llm)
+        self._service = LlmService(llm, info)
         self._health = LlmHealth(llm.subscribe_readiness(), (SERVICE_NAME, *health_services))
         self._api_key = api_key
         self._tls = tls

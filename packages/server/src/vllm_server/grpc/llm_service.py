@@ -41,8 +41,9 @@ class LlmService:
     _llm: Llm
     _draining: bool
 
-    def __init__(self, llm: Llm) -> None:
+    def __init__(self, llm: Llm, info: Callable[[], LlmInfo] | None = None) -> None:
         self._llm = llm
+        self._info = info or llm.info
         self._draining = False
 
     def register(self, server: grpc.aio.Server) -> None:
@@ -83,9 +84,9 @@ class LlmService:
             await stream.aclose()
 
     async def Info(self, request: InfoRequest, context: ServicerContext) -> LlmInfo:
-        """The Llm's `LlmInfo`."""
+        """The Llm's `LlmInfo`, with what the server adds (the LoRA adapters it serves)."""
         try:
-            return self._llm.info()
+            return self._info()
         except Exception as exc:
             await abort_call(context, exc, service=SERVICE_NAME)
 

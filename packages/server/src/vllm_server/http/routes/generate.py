@@ -33,7 +33,7 @@ def generate(state: ServerState) -> Handler:
         state.check_accepting()
         body = await decode_body(raw, GenerateBody)
         text = state.text()
-        model = resolve_model(state, body.model)
+        model = await resolve_model(state, body.model)
         body.check()
         request_id = f"generate-tokens-{base_request_id(raw, body.request_id)}"
         request = body.text_request(request_id, model.lora_request)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
 from fastapi import Response
 
+from vllm_llm import LlmError
 from vllm_server.http.route import Handler
 from vllm_server.state import ServerState
 
@@ -20,6 +22,8 @@ def models(state: ServerState) -> Handler:
     async def models() -> dict[str, Any]:
         """The served model names (and LoRA adapters), OpenAI style."""
         state.text()
+        with contextlib.suppress(LlmError):  # a router lists what its workers served when last asked
+            await state.refresh_adapters()
         info = state.llm.info()
         root = state.served_model_names[0]
         cards = [_card(name, info.model, None, info.max_model_len) for name in state.served_model_names]

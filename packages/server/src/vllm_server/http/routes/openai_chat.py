@@ -26,7 +26,7 @@ def create_chat_completion(state: ServerState) -> Handler:
         state.check_accepting()
         body = await decode_body(raw, ChatCompletionRequest)
         chat = state.chat()
-        model = resolve_model(state, body.model)
+        model = await resolve_model(state, body.model)
         body.check(chat.text.info().max_model_len)
         request_id = f"chatcmpl-{base_request_id(raw, body.request_id)}"
         with vllm_wording():

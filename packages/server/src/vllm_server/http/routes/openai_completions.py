@@ -26,7 +26,7 @@ def create_completion(state: ServerState) -> Handler:
         state.check_accepting()
         body = await decode_body(raw, CompletionRequest)
         text = state.text()
-        model = resolve_model(state, body.model)
+        model = await resolve_model(state, body.model)
         body.check(text.info().max_model_len)
         request_id = f"cmpl-{base_request_id(raw, body.request_id)}"
         requests = body.text_requests(request_id, model.lora_request)

@@ -23,7 +23,7 @@ def tokenize(state: ServerState) -> Handler:
         """Token ids of a prompt, or of chat messages rendered with the chat template."""
         body = await decode_body(raw, TokenizeBody)
         text = state.text()
-        resolve_model(state, body.model)
+        await resolve_model(state, body.model)
         if body.messages is not None:
             check_generation_prompt(body.add_generation_prompt, body.continue_final_message)
             if body.chat_template is not None:
@@ -67,7 +67,7 @@ def detokenize(state: ServerState) -> Handler:
         """The text of token ids."""
         body = await decode_body(raw, DetokenizeBody)
         text = state.text()
-        resolve_model(state, body.model)
+        await resolve_model(state, body.model)
         vocab = text.info().vocab_size
         bad = [t for t in body.tokens if not 0 <= t < vocab]
         if bad:
