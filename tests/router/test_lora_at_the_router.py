@@ -106,3 +106,16 @@ def test_a_router_refuses_the_engines_adapter_flags(flags: list[str]) -> None:
     assert flags[0] in str(stopped.value) and "a router serves the adapters its workers serve" in str(
         stopped.value
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--model", "/m", "--routing", "prefix"], "pick among --remote workers"),
+        (["--remote", "127.0.0.1:1", "--prefix-blocks", "8"], "applies to --routing prefix only"),
+    ],
+)
+def test_routing_flags_that_would_do_nothing_are_refused(flags: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        frontend_config(_parser().parse_args(["serve", *flags]))
+    assert message in str(stopped.value)

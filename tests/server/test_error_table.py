@@ -42,6 +42,7 @@ EXPECTED: dict[str, tuple[int | None, str, str | None]] = {
     "vllm_llm._errors.LlmError": (500, "INTERNAL", "InternalServerError"),
     "vllm_llm._errors.InvalidRequest": (400, "INVALID_ARGUMENT", "BadRequestError"),
     "vllm_llm._errors.PromptTooLong": (400, "INVALID_ARGUMENT", "BadRequestError"),
+    "vllm_llm._errors.TooManyMediaItems": (400, "INVALID_ARGUMENT", "BadRequestError"),
     "vllm_llm._errors.RemoteInvalidRequest": (400, "INVALID_ARGUMENT", "BadRequestError"),
     "vllm_llm._errors.Unsupported": (400, "UNIMPLEMENTED", "BadRequestError"),
     "vllm_remote_llm._errors.WireRevisionMismatch": (400, "UNIMPLEMENTED", "BadRequestError"),

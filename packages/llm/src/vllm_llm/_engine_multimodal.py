@@ -29,7 +29,7 @@ from vllm.multimodal.inputs import (
 )
 
 from vllm_llm._engine_tensors import to_torch
-from vllm_llm._errors import InvalidRequest
+from vllm_llm._errors import InvalidRequest, TooManyMediaItems
 from vllm_llm.wire import MultiModalFeature
 
 
@@ -73,10 +73,7 @@ class MultiModalLowering:
             supported = modality in self._supported
             limit = self._config.get_limit_per_prompt(modality) if supported else 0
             if count > limit:
-                message = f"At most {limit} {modality}(s) may be provided in one prompt."
-                if supported:
-                    message += " Set `--limit-mm-per-prompt` to increase this limit."
-                raise InvalidRequest(message, param=modality)
+                raise TooManyMediaItems(modality, limit=limit, supported=supported)
 
     def lower(
         self, features: Sequence[MultiModalFeature], lora: LoRARequest | None

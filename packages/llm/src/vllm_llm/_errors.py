@@ -42,6 +42,16 @@ class PromptTooLong(InvalidRequest):
         self.prompt_len = prompt_len
 
 
+class TooManyMediaItems(InvalidRequest):
+    """More items of a modality than one prompt may hold (vLLM's validate_num_items and message)."""
+
+    def __init__(self, modality: str, *, limit: int, supported: bool) -> None:
+        message = f"At most {limit} {modality}(s) may be provided in one prompt."
+        if supported:
+            message += " Set `--limit-mm-per-prompt` to increase this limit."
+        super().__init__(message, param=modality)
+
+
 class Unsupported(LlmError):
     """A valid request that this Llm cannot serve."""
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from vllm_llm._chat_parsing import ParserOptions, Parsing
-from vllm_llm._errors import InvalidRequest
+from vllm_llm._errors import InvalidRequest, TooManyMediaItems
 from vllm_llm._text_chat_template import render_chat_template
 from vllm_llm._text_content_format import detect_content_format
 from vllm_llm.parsers import (
@@ -506,9 +506,7 @@ class ChatLlm:
             modality = _MODALITY_OF[type(part)]
             counts[modality] = counts.get(modality, 0) + 1
             if self._media is None:
-                raise InvalidRequest(
-                    f"At most 0 {modality}(s) may be provided in one prompt.", param=modality
-                )
+                raise TooManyMediaItems(modality, limit=0, supported=False)
             self._media.check_count(modality, counts[modality])
         media = self._media
         return media.placeholder if media is not None else _no_placeholder

@@ -214,6 +214,8 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         raise SystemExit(
             "Error: --routing, --prefix-blocks and --outlier-detection pick among --remote workers"
         )
+    if args.prefix_blocks != 4 and args.routing != "prefix":
+        raise SystemExit("Error: --prefix-blocks applies to --routing prefix only")
     tokenizer = args.tokenizer
     if args.mock and tokenizer is None:
         try:  # the tiny model is test support, which a server install does not carry
@@ -354,17 +356,15 @@ def _limits(value: dict[str, Any]) -> dict[str, int]:
 
 
 def _media_dir(path: str) -> str:
-    """--allowed-local-media-path checked at start-up, with vLLM's messages."""
+    """--allowed-local-media-path checked at start-up, with vLLM's messages (the loader's own check)."""
     if not path:
         return ""
-    resolved = Path(path).resolve()
-    if not resolved.exists():
-        raise SystemExit(f"Error: Invalid `--allowed-local-media-path`: The path {resolved} does not exist.")
-    if not resolved.is_dir():
-        raise SystemExit(
-            f"Error: Invalid `--allowed-local-media-path`: The path {resolved} must be a directory."
-        )
-    return str(resolved)
+    from vllm_llm.multimodal import MediaOptions
+
+    try:
+        return MediaOptions.from_env(allowed_local_media_path=path).allowed_local_media_path
+    except ValueError as exc:
+        raise SystemExit(f"Error: {exc}") from None
 
 
 def _read(path: str | None) -> str | None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from vllm_llm._errors import InvalidRequest
+from vllm_llm._errors import InvalidRequest, TooManyMediaItems
 from vllm_llm.multimodal._hashing import HashAlgorithm, item_hash
 from vllm_llm.multimodal._media import LoadedImage, MediaOptions
 from vllm_llm.multimodal._tensors import to_wire
@@ -102,10 +102,7 @@ class MultiModalProcessor:
         allowed = self.options.limit_mm_per_prompt.get(modality, 999)
         limit = allowed if supported else 0
         if count > limit:
-            message = f"At most {limit} {modality}(s) may be provided in one prompt."
-            if supported:
-                message += " Set `--limit-mm-per-prompt` to increase this limit."
-            raise InvalidRequest(message, param=modality)
+            raise TooManyMediaItems(modality, limit=limit, supported=supported)
 
     def _processor(self) -> Any:
         if self._hf is None:
