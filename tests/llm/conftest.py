@@ -12,7 +12,7 @@ from vllm_llm import MockLlm
 from vllm_llm.engine_core import EngineCoreLlm
 from vllm_llm.wire import GenerateRequest, SamplingParams
 
-IMPLEMENTATIONS = ["mock", "engine_core", "remote_mock", "remote_engine"]
+IMPLEMENTATIONS = ["mock", "engine_core", "remote_mock", "remote_engine", "disaggregated_mock"]
 
 
 @pytest_asyncio.fixture
@@ -30,6 +30,29 @@ async def mock_harness() -> AsyncIterator[Harness]:
         return llm.num_running
 
     yield Harness("mock", llm, pause, resume, in_flight)
+    await llm.shutdown()
+
+
+@pytest_asyncio.fixture
+async def disaggregated_mock_harness() -> AsyncIterator[Harness]:
+    """A DisaggregatedLlm over a prefill MockLlm and a decode MockLlm."""
+    from vllm_llm.disaggregated import DisaggregatedLlm
+
+    prefill, decode = MockLlm(step_interval=0.001), MockLlm(step_interval=0.001)
+    llm = DisaggregatedLlm(prefill, decode)
+
+    async def pause() -> None:
+        prefill.pause()
+        decode.pause()
+
+    async def resume() -> None:
+        prefill.resume()
+        decode.resume()
+
+    async def in_flight() -> int:
+        return prefill.num_running + decode.num_running
+
+    yield Harness("disaggregated_mock", llm, pause, resume, in_flight)
     await llm.shutdown()
 
 

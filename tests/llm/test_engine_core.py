@@ -15,7 +15,7 @@ from tests.llm.harness import collect
 from tests.support.engine_recorder import REFUSE_PREFIX, EngineRecorder
 from tests.support.vllm_oracle import VllmOracle
 from vllm_frontend_testing.tiny_model import build_tiny_lora
-from vllm_llm import EngineCoreLlm, InvalidRequest
+from vllm_llm import EngineCoreLlm, InvalidRequest, Llm
 from vllm_llm.wire import (
     FinishReason,
     GenerateRequest,
@@ -241,13 +241,24 @@ def assert_arrived_intact(ecr: Any, sent: GenerateRequest) -> None:
     assert ecr.request_id.startswith(f"{sent.request_id}-")
 
 
+async def taken_before(llm: Llm) -> None:
+    """Returns once the engine took every request sent through `llm` before: the engine takes requests
+    in order, so a one-token probe's answer comes after the earlier ones were taken (and recorded)."""
+    probe = GenerateRequest(
+        request_id="taken-probe", prompt_token_ids=[1, 2, 3], sampling_params=SamplingParams(max_tokens=1)
+    )
+    assert (await collect(await llm.generate(probe))).finish_reason == FinishReason.LENGTH
+
+
 async def test_every_field_reaches_the_engine_intact(
     engine_llm: EngineCoreLlm, engine_recorder: EngineRecorder
 ) -> None:
-    # Recorded inside the engine-core process, as vLLM decoded it off the ZMQ socket; then refused there
-    # (the adapter path does not exist), which the stream reports as an engine error.
+    # Recorded inside the engine-core process, as vLLM decoded it off the ZMQ socket (then refused there:
+    # the adapter path does not exist). It is `abort_immediately`: the stream ends at once, with the
+    # ABORT output made here, as for any abort (the engine sends nothing for one).
     got = await collect(await engine_llm.generate(EVERY_FIELD))
-    assert got.finish_reason == FinishReason.ERROR
+    assert [o.finish_reason for o in got.outputs] == [FinishReason.ABORT]
+    await taken_before(engine_llm)
     assert_arrived_intact(engine_recorder.received_one(EVERY_FIELD.request_id), EVERY_FIELD)
 
 

@@ -231,9 +231,10 @@ async def test_a_failing_engine_mid_stream_is_remote_internal(mock: MockLlm, rem
 async def test_time_to_first_output_is_bounded_by_the_timeout(mock: MockLlm, served: Served) -> None:
     remote = await RemoteLlm.connect(served.target, timeout=0.2)
     blocker = await hold_first_outputs(mock)
-    stream = await remote.generate(request("slow", max_tokens=5))
+    # RemoteLlm reads the first output before handing the stream out (a worker failing before it is
+    # failed over), so the bound fires in `generate`
     with pytest.raises(Unavailable, match=r"no output from the server within 0\.2 s"):
-        await stream.__anext__()
+        await remote.generate(request("slow", max_tokens=5))
     await eventually(lambda: mock.aborted == ["slow"], what="the slow call was cancelled on the server")
     await blocker.aclose()
     await remote.shutdown()

@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import msgspec
+import pytest
 
 from tests.support.grpc_serving import Served, request, serving
-from vllm_llm import LlmError, MockLlm
+from vllm_llm import EngineDead, GenerateStream, LlmError, MockLlm, Remote
 from vllm_llm.mock import default_info
-from vllm_llm.wire import GenerateRequest, LlmInfo
+from vllm_llm.wire import GenerateOutput, GenerateRequest, LlmInfo
 from vllm_remote_llm import OutlierDetection, RemoteLlm, Routing
 from vllm_remote_llm._routing import prefix_hash
 
@@ -137,5 +138,45 @@ async def test_a_failing_worker_is_failed_over_then_ejected() -> None:
             )
             assert bad.attempts >= 1  # it was picked before it was ejected
             assert len(good.requests) == i + 1
+        finally:
+            await remote.shutdown()
+
+
+class FailsAfterTaking(MockLlm):
+    """Takes every request (the router sees it accepted), then fails it before its first output, as a
+    worker whose engine dies under it."""
+
+    taken = 0
+
+    async def generate(self, request: GenerateRequest) -> Any:
+        self.taken += 1
+
+        async def failing() -> AsyncIterator[GenerateOutput]:
+            raise EngineDead("the engine died after taking the request")
+            yield  # an async generator that fails on its first read
+
+        async def nothing() -> None:
+            return None
+
+        return GenerateStream(request.request_id, failing(), nothing)
+
+
+async def test_a_request_failed_after_acceptance_before_its_first_output_goes_to_another_worker() -> None:
+    good, bad = _mock(), FailsAfterTaking(info=_info())
+    async with workers(good, bad) as served:
+        remote = await RemoteLlm.connect(_target(served))
+        try:
+            for i in range(8):  # round robin: half of them are taken by the bad worker first
+                outs = [o async for o in await remote.generate(request(f"a{i}"))]
+                assert outs[-1].finish_reason is not None and outs[0].token_ids
+            assert bad.taken >= 1 and len(good.requests) == 8
+            # a request whose every worker fails it still gets the error: at most FAILOVER_ATTEMPTS calls
+            async with workers(FailsAfterTaking(info=_info())) as only:
+                alone = await RemoteLlm.connect(_target(only))
+                try:
+                    with pytest.raises(Remote, match="engine died"):
+                        await alone.generate(request("lost"))
+                finally:
+                    await alone.shutdown()
         finally:
             await remote.shutdown()

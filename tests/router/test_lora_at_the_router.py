@@ -4,6 +4,7 @@ changes. A router refuses the engine's adapter flags at start-up."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -113,9 +114,21 @@ def test_a_router_refuses_the_engines_adapter_flags(flags: list[str]) -> None:
     [
         (["--model", "/m", "--routing", "prefix"], "pick among --remote workers"),
         (["--remote", "127.0.0.1:1", "--prefix-blocks", "8"], "applies to --routing prefix only"),
+        (["--model", "/m", "--remote-prefill", "127.0.0.1:1"], "--remote-prefill needs --remote"),
+        (
+            ["--remote", "127.0.0.1:1", "--kv-transfer-config", '{"kv_connector": "NixlConnector"}'],
+            "configures a worker's engine",
+        ),
     ],
 )
 def test_routing_flags_that_would_do_nothing_are_refused(flags: list[str], message: str) -> None:
     with pytest.raises(SystemExit) as stopped:
         frontend_config(_parser().parse_args(["serve", *flags]))
     assert message in str(stopped.value)
+
+
+def test_a_workers_kv_transfer_config_reaches_its_engine() -> None:
+    kv = '{"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_buffer_device": "cpu"}'
+    config = frontend_config(_parser().parse_args(["serve", "--model", "/m", "--kv-transfer-config", kv]))
+    assert config.engine_core is not None
+    assert config.engine_core.settings.engine_args["kv_transfer_config"] == json.loads(kv)

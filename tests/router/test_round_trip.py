@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from tests.llm.harness import collect
-from tests.llm.test_engine_core import EVERY_FIELD, assert_arrived_intact
+from tests.llm.test_engine_core import EVERY_FIELD, assert_arrived_intact, taken_before
 from tests.support.delegating import DelegatingLlm
 from tests.support.engine_recorder import REFUSE_PREFIX, EngineRecorder
 from tests.support.servers import RunningServer, start_server
@@ -44,7 +44,8 @@ async def test_the_engine_core_receives_every_field_through_the_hop(
     _, remote = hop
     request = msgspec.structs.replace(EVERY_FIELD, request_id=f"{REFUSE_PREFIX}every-field-via-hop")
     got = await collect(await remote.generate(request))
-    assert got.finish_reason == FinishReason.ERROR
+    assert [o.finish_reason for o in got.outputs] == [FinishReason.ABORT]  # abort_immediately
+    await taken_before(remote)
     assert_arrived_intact(engine_recorder.received_one(request.request_id), request)
 
 

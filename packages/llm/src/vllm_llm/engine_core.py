@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,6 +35,9 @@ logger = logging.getLogger(__name__)
 
 PauseMode = Literal["abort", "wait", "keep"]
 
+#: vLLM's ``source`` label values of ``vllm:prompt_tokens_by_source`` (PromptTokenStats.ALL_SOURCES).
+PROMPT_TOKEN_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+
 
 class EngineCoreLlm(Llm):
     """An `Llm` over vLLM's engine core. Call (and await) `start()` before generating."""
@@ -54,6 +58,7 @@ class EngineCoreLlm(Llm):
         self._scheduler_stats: dict[int, Any] = {}
         self._prefix_cache_queries = 0
         self._prefix_cache_hits = 0
+        self._prompt_tokens_by_source = [0, 0, 0]  # in PROMPT_TOKEN_SOURCES order
         self._paused = False
         self._sleeping = False
         self._shut_down = False
@@ -132,7 +137,11 @@ class EngineCoreLlm(Llm):
         client = self._require_client()
         assert self._lowering is not None
         internal = self._internal_id(request.request_id)
-        engine_request = self._lowering.lower(request, internal)
+        try:
+            engine_request = self._lowering.lower(request, internal)
+        except LlmError:
+            await self._release_remote_prefill(request, internal)
+            raise
         from vllm_llm._engine_outputs import RequestState
 
         channel = OutputChannel()
@@ -145,6 +154,13 @@ class EngineCoreLlm(Llm):
         except BaseException as exc:
             self._forget(internal)
             raise self._translate(exc) from exc
+        if request.abort_immediately:
+            # The engine adds and aborts it at once (only its KV connector's release runs) and, as for any
+            # client abort, sends nothing: the stream's ABORT output is made here.
+            self._forget(internal)
+            channel.put(
+                GenerateOutput(request_id=request.request_id, token_ids=[], finish_reason=FinishReason.ABORT)
+            )
 
         async def on_abort() -> None:
             await self._abort_internal([internal])
@@ -240,6 +256,11 @@ class EngineCoreLlm(Llm):
         (vLLM's ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``; needs `log_stats`)."""
         return self._prefix_cache_queries, self._prefix_cache_hits
 
+    def prompt_tokens_by_source(self) -> dict[str, int]:
+        """Prompt tokens since start by where their KV came from, as vLLM's ``vllm:prompt_tokens_by_source``
+        counts them: ``local_compute``, ``local_cache_hit``, ``external_kv_transfer`` (a KV connector)."""
+        return dict(zip(PROMPT_TOKEN_SOURCES, self._prompt_tokens_by_source, strict=True))
+
     def multimodal_cache_stats(self) -> Any:
         """vLLM's sender-cache counters (CacheInfo: hits, total) since the last call; None without one."""
         return self._lowering.multimodal.cache_stats() if self._lowering is not None else None
@@ -310,6 +331,12 @@ class EngineCoreLlm(Llm):
                     self._prefix_cache_queries += prefix.queries
                     self._prefix_cache_hits += prefix.hits
                 for o in outputs.outputs:
+                    prefill = o.prefill_stats
+                    if prefill is not None:
+                        by_source = self._prompt_tokens_by_source
+                        by_source[0] += prefill.num_computed_tokens
+                        by_source[1] += prefill.num_local_cached_tokens
+                        by_source[2] += prefill.num_external_cached_tokens
                     if o.mm_cache_miss_hashes and self._lowering is not None:
                         self._lowering.multimodal.invalidate(o.mm_cache_miss_hashes)
                     entry = self._requests.get(o.request_id)
@@ -328,6 +355,33 @@ class EngineCoreLlm(Llm):
             if not self._shut_down:
                 logger.error("engine core output loop failed: %s", exc)
                 self._mark_dead(f"the engine core died: {exc}")
+
+    async def _release_remote_prefill(self, request: GenerateRequest, internal: str) -> None:
+        """A decode request refused before reaching the engine still tells the KV connector, which frees
+        the blocks a prefill worker holds for it (vLLM's notify_kv_transfer_request_rejected)."""
+        kv = request.kv_transfer_params
+        client = self._client
+        if not kv or not kv.get("do_remote_prefill") or client is None or self._dead is not None:
+            return
+        from vllm.sampling_params import SamplingParams
+        from vllm.v1.engine import EngineCoreRequest
+
+        release = EngineCoreRequest(
+            request_id=internal,
+            prompt_token_ids=[0],
+            mm_features=None,
+            sampling_params=SamplingParams(max_tokens=1, extra_args={"kv_transfer_params": dict(kv)}),
+            pooling_params=None,
+            arrival_time=time.time(),
+            lora_request=None,
+            cache_salt=None,
+            data_parallel_rank=None,
+            abort_immediately=True,
+        )
+        try:
+            await client.add_request_async(release)
+        except Exception as exc:  # the engine may be dying; the prefill worker's lease frees the blocks
+            logger.warning("release of the remote prefill of %s failed: %s", request.request_id, exc)
 
     async def _abort_internal(self, internal_ids: list[str]) -> None:
         live = [i for i in internal_ids if i in self._requests]

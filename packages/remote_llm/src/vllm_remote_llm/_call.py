@@ -27,7 +27,7 @@ from typing import Any
 import grpc
 import msgspec
 
-from vllm_llm import Remote, Unavailable
+from vllm_llm import LlmError, Remote, Unavailable
 from vllm_llm.wire import FinishReason, GenerateOutput, decoder
 from vllm_remote_llm._errors import error_of_status, translate_errors
 from vllm_remote_llm.protocol import ACCEPTED_KEY
@@ -77,6 +77,7 @@ class CallOutputs:
         "_idle",
         "_loop",
         "_on_done",
+        "_peeked",
         "_reading_since",
         "_stalled",
         "_watchdog",
@@ -103,6 +104,8 @@ class CallOutputs:
         self._reading_since: float | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._stalled = False
+        #: The first output, read by `peek` before the stream was handed out.
+        self._peeked: GenerateOutput | None = None
 
     async def start(self, within: float | None) -> None:
         """Wait until the server accepted the request, or raise the call's failure (validation errors).
@@ -131,6 +134,19 @@ class CallOutputs:
             loop = self._loop = asyncio.get_running_loop()
             self._watchdog = loop.call_at(loop.time() + self._idle, self._watch)
 
+    async def peek(self) -> LlmError | None:
+        """Read the first output now; the stream's first read returns it. A call the server or the
+        transport failed before it (the worker died or failed the request after taking it) returns its
+        error instead: nothing reached the caller, so another worker may serve the request. Deadlines,
+        the idle bound, validation errors and undecodable outputs raise."""
+        try:
+            self._peeked = await self._next()
+        except (Remote, Unavailable) as exc:
+            if self._stalled or not isinstance(exc.__cause__, grpc.aio.AioRpcError):
+                raise
+            return exc
+        return None
+
     def abort(self) -> None:
         """Cancel the call; the stream ends with an ABORT output."""
         if not self._done and not self._aborted:
@@ -149,6 +165,10 @@ class CallOutputs:
         return await self._next()
 
     async def _next(self) -> GenerateOutput:
+        peeked = self._peeked
+        if peeked is not None:
+            self._peeked = None
+            return peeked
         if self._done:
             raise StopAsyncIteration
         if self._aborted:

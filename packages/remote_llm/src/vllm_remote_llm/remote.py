@@ -5,15 +5,19 @@
 - The target is any gRPC target string; several workers behind it are balanced by gRPC itself
   (round_robin or prefix-keyed ring_hash, under outlier detection, with client-side health checking;
   see `_routing` and `_channel`). A request a worker fails before taking it (a status other than
-  INVALID_ARGUMENT, UNIMPLEMENTED or UNAVAILABLE, which gRPC retries itself) is sent once more, to the
-  balancer's next pick: nothing has reached the caller yet.
+  INVALID_ARGUMENT, UNIMPLEMENTED or UNAVAILABLE, which gRPC retries itself), or fails after taking it
+  but before its first output (the worker died, or its engine failed the request), is sent once more,
+  to the balancer's next pick: nothing has reached the caller yet. A deadline or the idle bound is not
+  failed over (the request would wait twice).
 - Readiness is the servers' health status of `vllm.internal.Llm`, watched (true while any worker
   serves); health stays true: a failing server makes this Llm unready, not failed.
 - `generate` encodes the request before it starts the call: a value the wire cannot carry (an int
   beyond 64 bits) is the caller's `InvalidRequest`, never a mangled message sent to a worker.
 - `generate` returns its stream once the server accepted the request (initial metadata marked
-  `x-vllm-accepted`, see `protocol`), so a validation error of the server (the call's status, which
-  arrives before that) is raised by `generate` itself, and the first output is never waited for.
+  `x-vllm-accepted`, see `protocol`) and its first output came, so a validation error of the server
+  (the call's status, which arrives before acceptance) and a failure before the first output are
+  raised by `generate` itself (after the failover above); the first output is read then, and the
+  stream's first read returns it.
 - `abort` cancels the calls of the requests this RemoteLlm started, which reaches exactly the worker
   serving each (see `_call`); ids it did not start go to the server through the Abort RPC.
 - A worker that goes silent on an open stream is caught twice: keepalive pings, each of which must be
@@ -66,7 +70,7 @@ DEFAULT_OUTLIER_DETECTION = OutlierDetection()
 DEFAULT_PREFIX_BLOCKS = 4
 #: The KV block size assumed when the server does not report one (vLLM's default).
 DEFAULT_BLOCK_SIZE = 16
-#: Calls a request gets when workers fail it before taking it (each on the balancer's next pick).
+#: Calls a request gets when workers fail it before its first output (each on the balancer's next pick).
 FAILOVER_ATTEMPTS = 2
 
 #: The default `idle_timeout` (seconds): far above any healthy gap between two outputs of a running
@@ -210,7 +214,8 @@ class RemoteLlm(Llm):
         return self._readiness.subscribe()
 
     async def generate(self, request: GenerateRequest) -> GenerateStream:
-        """Check what LlmInfo allows, start the call and return its stream once the server accepted it."""
+        """Check what LlmInfo allows, start the call and return its stream once its first output came (a
+        request failed before then goes to the next worker, up to FAILOVER_ATTEMPTS calls)."""
         self._check(request)
         body = _encoded(request)
         if len(body) > self._max_message_bytes:
@@ -222,19 +227,28 @@ class RemoteLlm(Llm):
             )
         metadata = self._call_metadata(request)
         for attempt in range(FAILOVER_ATTEMPTS):
+            last = attempt + 1 >= FAILOVER_ATTEMPTS
             call = self._generate(body, metadata=metadata)
             outputs = CallOutputs(call, request.request_id, self._forget, idle=self._idle_timeout)
             self._calls.setdefault(request.request_id, set()).add(outputs)
             try:
                 await outputs.start(self._timeout)
-                break
             except Remote:
                 # The worker failed the request before taking it (not a validation error: that is
                 # RemoteInvalidRequest; UNAVAILABLE gRPC retries itself): nothing reached the caller, so
                 # another worker may take it. Without the prefix hash, ring_hash picks at random.
-                if attempt + 1 >= FAILOVER_ATTEMPTS:
+                if last:
                     raise
                 metadata = self._metadata
+                continue
+            # Taken. Until its first output nothing reaches the caller either: a worker that dies or
+            # fails the request before then (a status, not a deadline or a stall) is failed over too.
+            failed = await outputs.peek()
+            if failed is None:
+                break
+            if last:
+                raise failed
+            metadata = self._metadata
 
         async def on_abort() -> None:
             outputs.close()

@@ -123,6 +123,15 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--structured-outputs-backend", default="auto")
     model.add_argument("--disable-log-stats", action="store_true")
     model.add_argument("--profiler-dir")
+    model.add_argument(
+        "--kv-transfer-config",
+        type=_json_object,
+        default=None,
+        metavar="JSON",
+        help="vLLM's KV connector configuration, e.g. "
+        '\'{"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_buffer_device": "cpu"}\' '
+        "(a prefill or decode worker behind a --remote-prefill router)",
+    )
 
     modes = serve.add_argument_group("modes")
     modes.add_argument("--dev-mode", action="store_true", default=_env_flag("VLLM_SERVER_DEV_MODE"))
@@ -161,6 +170,12 @@ def _parser() -> argparse.ArgumentParser:
     remote.add_argument("--remote-certfile", type=Path, help="client certificate for mTLS to the workers")
     remote.add_argument("--remote-keyfile", type=Path)
     remote.add_argument("--remote-api-key", default=None)
+    remote.add_argument(
+        "--remote-prefill",
+        metavar="TARGET",
+        help="prefill/decode disaggregation: prefill every request on workers at this gRPC target (started "
+        "with --kv-transfer-config), then decode it on the --remote workers with the KV cache it made",
+    )
     remote.add_argument(
         "--routing",
         choices=["round_robin", "prefix"],
@@ -213,6 +228,13 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
     ):
         raise SystemExit(
             "Error: --routing, --prefix-blocks and --outlier-detection pick among --remote workers"
+        )
+    if args.remote is None and args.remote_prefill is not None:
+        raise SystemExit("Error: --remote-prefill needs --remote (the decode workers)")
+    if args.model is None and args.kv_transfer_config is not None:
+        raise SystemExit(
+            "Error: --kv-transfer-config configures a worker's engine (--model); a router drives its "
+            "workers' connectors with --remote-prefill"
         )
     if args.prefix_blocks != 4 and args.routing != "prefix":
         raise SystemExit("Error: --prefix-blocks applies to --routing prefix only")
@@ -284,6 +306,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
             for k, v in (
                 ("limit_mm_per_prompt", args.limit_mm_per_prompt),
                 ("mm_processor_kwargs", args.mm_processor_kwargs),
+                ("kv_transfer_config", args.kv_transfer_config),
             )
             if v
         },
@@ -442,16 +465,35 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
             certificate_chain=args.remote_certfile.read_bytes() if args.remote_certfile else None,
             private_key=args.remote_keyfile.read_bytes() if args.remote_keyfile else None,
         )
-    return await RemoteLlm.connect(
-        args.remote,
-        tls=tls,
-        api_key=args.remote_api_key,
-        timeout=args.remote_timeout,
-        idle_timeout=DEFAULT_IDLE_TIMEOUT if idle is None else idle or None,  # 0: no bound
-        routing=args.routing,
-        prefix_blocks=args.prefix_blocks,
-        outlier_detection=DEFAULT_OUTLIER_DETECTION if args.outlier_detection else None,
-    )
+
+    async def connect(target: str) -> RemoteLlm:
+        return await RemoteLlm.connect(
+            target,
+            tls=tls,
+            api_key=args.remote_api_key,
+            timeout=args.remote_timeout,
+            idle_timeout=DEFAULT_IDLE_TIMEOUT if idle is None else idle or None,  # 0: no bound
+            routing=args.routing,
+            prefix_blocks=args.prefix_blocks,
+            outlier_detection=DEFAULT_OUTLIER_DETECTION if args.outlier_detection else None,
+        )
+
+    decode = await connect(args.remote)
+    if args.remote_prefill is None:
+        return decode
+    from vllm_llm.disaggregated import DisaggregatedLlm, IncompatibleWorkers, check_compatible
+
+    try:
+        prefill = await connect(args.remote_prefill)
+    except BaseException:
+        await decode.shutdown()
+        raise
+    try:
+        check_compatible(prefill.info(), decode.info())
+    except IncompatibleWorkers as exc:
+        await asyncio.gather(prefill.shutdown(), decode.shutdown())
+        raise SystemExit(f"Error: {exc}") from None
+    return DisaggregatedLlm(prefill, decode)
 
 
 if __name__ == "__main__":

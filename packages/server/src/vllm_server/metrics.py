@@ -95,6 +95,7 @@ class Metrics:
         engine_stats: EngineStats,
         mm_cache_stats: CacheStats | None = None,
         prefix_cache_totals: Callable[[], tuple[int, int]] | None = None,
+        prompt_tokens_by_source: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self.model_name = model_name
         self._mm_cache_stats = mm_cache_stats
@@ -169,7 +170,7 @@ class Metrics:
         )
         self.healthy = Gauge("vllm:healthy", "1 while the Llm is alive.", labels, registry=r)
         self.ready = Gauge("vllm:ready", "1 while the server takes new requests.", labels, registry=r)
-        r.register(_EngineCollector(self, engine_stats, prefix_cache_totals))
+        r.register(_EngineCollector(self, engine_stats, prefix_cache_totals, prompt_tokens_by_source))
         # This server's children (one model name), looked up once: `labels()` per token is not free.
         self.ttft_of_model = self.ttft.labels(model_name)
         self.itl_of_model = self.itl.labels(model_name)
@@ -200,10 +201,12 @@ class _EngineCollector(Collector):
         metrics: Metrics,
         engine_stats: EngineStats,
         prefix_cache_totals: Callable[[], tuple[int, int]] | None,
+        prompt_tokens_by_source: Callable[[], dict[str, int]] | None,
     ) -> None:
         self._m = metrics
         self._stats = engine_stats
         self._prefix_cache_totals = prefix_cache_totals
+        self._prompt_tokens_by_source = prompt_tokens_by_source
 
     def collect(self) -> Any:
         name = self._m.model_name
@@ -235,6 +238,17 @@ class _EngineCollector(Collector):
                 counter = CounterMetricFamily(metric, doc, labels=["model_name"])
                 counter.add_metric([name], float(total))
                 yield counter
+        if self._prompt_tokens_by_source is not None:
+            # vLLM's split of the prompt tokens: computed here, found in the local prefix cache, or
+            # received from a KV connector (a prefill worker's, under prefill/decode disaggregation).
+            counter = CounterMetricFamily(
+                "vllm:prompt_tokens_by_source",
+                "Number of prompt tokens by source.",
+                labels=["model_name", "source"],
+            )
+            for source, total in self._prompt_tokens_by_source().items():
+                counter.add_metric([name, source], float(total))
+            yield counter
 
     def describe(self) -> Any:
         return []

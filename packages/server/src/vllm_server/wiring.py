@@ -16,5 +16,6 @@ def build_state(config: FrontendConfig, llm: Llm, *, engine: EngineCoreLlm | Non
         lambda: engine.scheduler_stats if engine is not None else None,
         engine.multimodal_cache_stats if engine is not None else None,
         engine.prefix_cache_totals if engine is not None else None,
+        engine.prompt_tokens_by_source if engine is not None else None,
     )
     return ServerState(config=config, llm=llm, engine=engine, metrics=metrics)

@@ -179,17 +179,35 @@ class ServerProcess:
 class Frontend(ServerProcess):
     """`vllm-frontend serve` on loopback, on the ports it reported once it listened."""
 
-    def __init__(self, args: Sequence[str], *, http_port: int = 0, log_path: Path | None = None) -> None:
-        super().__init__("frontend", [], http_port=http_port, log_path=log_path)
+    def __init__(
+        self,
+        args: Sequence[str],
+        *,
+        http_port: int = 0,
+        log_path: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__("frontend", [], http_port=http_port, log_path=log_path, env=env)
         self.args = tuple(args)
         self.grpc_port: int | None = None
 
     @classmethod
-    async def start(cls, *args: str, http_port: int = 0, within: float = STARTUP_WITHIN) -> Frontend:
-        """Start `vllm-frontend serve --port HTTP_PORT ARGS...` and wait until it listens."""
-        front = cls(args, http_port=http_port)
+    async def start(
+        cls,
+        *args: str,
+        http_port: int = 0,
+        within: float = STARTUP_WITHIN,
+        env: Mapping[str, str] | None = None,
+    ) -> Frontend:
+        """Start `vllm-frontend serve --port HTTP_PORT ARGS...` and wait until it listens; `env`: its
+        environment (default: this process's)."""
+        front = cls(args, http_port=http_port, env=env)
         await front._start(within)
         return front
+
+    async def wait_serving(self, within: float = STARTUP_WITHIN) -> None:
+        """Wait until its model is loaded (`/v1/models` answers 200; a worker's engine takes a while)."""
+        await self._wait_ready("/v1/models", within)
 
     @property
     def grpc_target(self) -> str:
