@@ -28,6 +28,16 @@ class GenerateStream:
         self._on_abort: AbortCallback | None = on_abort
         self._done = False
 
+    @classmethod
+    def of_final(cls, out: GenerateOutput) -> GenerateStream:
+        """A stream of `out` alone, a final output: a request that ended before it ran (nothing to abort)."""
+        assert out.finish_reason is not None
+
+        async def one() -> AsyncIterator[GenerateOutput]:
+            yield out
+
+        return cls(out.request_id, one(), _nothing_to_abort)
+
     def __aiter__(self) -> GenerateStream:
         return self
 
@@ -79,6 +89,10 @@ class GenerateStream:
         except RuntimeError:
             return
         loop.call_soon(_spawn, on_abort)
+
+
+async def _nothing_to_abort() -> None:
+    return None
 
 
 _BACKGROUND: set[asyncio.Task[None]] = set()

@@ -110,7 +110,9 @@ class DisaggregatedLlm(Llm):
             )
         prefilled = await self._prefill(request)
         if prefilled.finish_reason == FinishReason.ABORT:
-            return _finished(request.request_id, prefilled)
+            return GenerateStream.of_final(
+                GenerateOutput(request_id=request.request_id, token_ids=[], finish_reason=FinishReason.ABORT)
+            )
         kv = prefilled.kv_transfer_params
         if kv is None:
             raise LlmError(
@@ -187,16 +189,6 @@ class DisaggregatedLlm(Llm):
                 self._ready.send(prefill.value and decode.value)
 
         await asyncio.gather(follow(prefill), follow(decode))
-
-
-def _finished(request_id: str, out: GenerateOutput) -> GenerateStream:
-    async def one() -> AsyncIterator[GenerateOutput]:
-        yield GenerateOutput(request_id=request_id, token_ids=[], finish_reason=out.finish_reason)
-
-    async def nothing() -> None:
-        return None
-
-    return GenerateStream(request_id, one(), nothing)
 
 
 async def _with_prompt_info(stream: GenerateStream, prefilled: PromptInfo) -> AsyncIterator[GenerateOutput]:

@@ -115,13 +115,13 @@ class MockLlm(Llm):
         self._check_alive()
         self._validate(request)
         self.requests.append(request)
+        if request.abort_immediately:  # as the engine: only a KV connector's release, nothing runs
+            aborted = GenerateOutput(
+                request_id=request.request_id, token_ids=[], finish_reason=FinishReason.ABORT
+            )
+            return GenerateStream.of_final(aborted)
         internal = next(self._ids)
         channel = OutputChannel(coalesce=self._coalesce)
-        if request.abort_immediately:  # as the engine: only a KV connector's release, nothing runs
-            channel.put(
-                GenerateOutput(request_id=request.request_id, token_ids=[], finish_reason=FinishReason.ABORT)
-            )
-            return GenerateStream(request.request_id, channel, _nothing_to_abort)
         pacer = StreamPacer(effective_interval(request.sampling_params.stream_interval, self.stream_interval))
         self._running[internal] = _Running(request, channel, pacer)
         self._num_running.send(len(self._running))
@@ -353,7 +353,3 @@ def _row(token: int, k: int | None) -> LogprobRow:
         logprobs=[-0.25, *(-0.25 - j for j in range(n))],
         rank=1,
     )
-
-
-async def _nothing_to_abort() -> None:
-    return None
