@@ -24,7 +24,8 @@ from tests.support.mock import tiny_mock
 from tests.support.servers import RunningServer
 from vllm_llm.wire import METHODS, TENSOR_EXT_CODE, GenerateOutput, LlmInfo, MethodSpec, Tensor, decoder
 from vllm_server.config import ServerConfig
-from vllm_server.grpc.llm_service import _request_decoder, _Undecodable
+from vllm_server.grpc.guarded import Undecodable
+from vllm_server.grpc.llm_service import _request_decoder
 from vllm_server.http.middleware import OPEN_PATHS
 from vllm_server.server import Server
 from vllm_server.source import LlmSource
@@ -122,9 +123,9 @@ def test_request_decoders_reject_foreign_extension_types(method: MethodSpec[Any,
     """The server's request decoders refuse an Ext other than the tensor's, even in an `any` value."""
     decode = _request_decoder(method.request_type)
     valid = {"Generate": _VALID, "Info": {}, "Abort": {"request_ids": ["r"]}}[method.name]
-    assert not isinstance(decode(msgspec.msgpack.encode(valid)), _Undecodable)
+    assert not isinstance(decode(msgspec.msgpack.encode(valid)), Undecodable)
     for value in FOREIGN_BODIES[method.name]:
-        assert isinstance(decode(msgspec.msgpack.encode(value)), _Undecodable), value
+        assert isinstance(decode(msgspec.msgpack.encode(value)), Undecodable), value
 
 
 def test_typed_decoders_reject_foreign_extensions_in_typed_fields() -> None:

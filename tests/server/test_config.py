@@ -69,6 +69,17 @@ def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
         "log_level": "info",
         "freeze_gc_heap": True,
         "keep_off_engine_cpus": True,
+        # observability and response options (vLLM's defaults)
+        "access_log": True,
+        "access_log_exclude_paths": [],
+        "enable_log_requests": False,
+        "max_log_len": None,
+        "otlp_traces_endpoint": None,
+        "response_role": "assistant",
+        "enable_force_include_usage": False,
+        "return_tokens_as_token_ids": False,
+        "sse_keep_alive_interval": 0.0,
+        "trust_request_mm_kwargs": False,
     }
     engine: dict[str, object] = {
         "model": "/models/m",

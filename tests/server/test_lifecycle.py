@@ -161,7 +161,8 @@ def test_freeze_heap_freezes_what_is_alive() -> None:
     assert id(alive[0]) in scanned()
     try:
         frozen = freeze_heap()
-        assert frozen == gc.get_freeze_count() >= len(alive)
+        # frozen objects that die later leave the count (another thread may free some at any time)
+        assert frozen >= gc.get_freeze_count() >= len(alive)
         assert not {id(x) for x in alive} & scanned()
     finally:
         gc.unfreeze()  # this test process is pytest's, not a server's

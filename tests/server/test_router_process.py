@@ -106,7 +106,17 @@ async def _serving(target: str) -> None:
 
 
 async def test_router_loads_neither_vllm_nor_torch_nor_the_bench(worker: RunningServer) -> None:
-    argv = ["serve", "--remote", worker.grpc_target, "--port", "0", "--grpc-port", "0"]
+    # no access log: the router's stdout carries the module listing
+    argv = [
+        "serve",
+        "--remote",
+        worker.grpc_target,
+        "--port",
+        "0",
+        "--grpc-port",
+        "0",
+        "--disable-uvicorn-access-log",
+    ]
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",

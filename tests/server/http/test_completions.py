@@ -302,5 +302,6 @@ async def test_metrics_are_recorded(mock_server: Served) -> None:
     metrics = mock_server.state.metrics
     assert metrics.in_flight == 0
     text = metrics.render().decode()
-    assert 'vllm:generation_tokens_total{model_name="tiny"} 6.0' in text
-    assert 'vllm:request_success_total{finished_reason="length",model_name="tiny"} 2.0' in text
+    assert 'vllm:generation_tokens_total{engine="frontend",model_name="tiny"} 6.0' in text
+    success = 'vllm:request_success_total{engine="frontend",finished_reason="length",model_name="tiny"} 2.0'
+    assert success in text

@@ -27,6 +27,7 @@ def merge_outputs(a: GenerateOutput, b: GenerateOutput) -> GenerateOutput:
         stop_reason=b.stop_reason if b.finish_reason is not None else a.stop_reason,
         kv_transfer_params=b.kv_transfer_params if b.kv_transfer_params is not None else a.kv_transfer_params,
         ec_transfer_params=b.ec_transfer_params if b.ec_transfer_params is not None else a.ec_transfer_params,
+        timings=b.timings if b.timings is not None else a.timings,
     )
 
 

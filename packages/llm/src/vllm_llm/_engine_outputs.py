@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_llm._pacing import StreamPacer
-from vllm_llm.wire import FinishReason, GenerateOutput, LogprobRow, PromptInfo
+from vllm_llm.wire import FinishReason, GenerateOutput, LogprobRow, PromptInfo, RequestTimings
+
+#: vLLM's EngineCoreEventType values (QUEUED, SCHEDULED, PREEMPTED).
+_QUEUED, _SCHEDULED, _PREEMPTED = 1, 2, 3
 
 
 def logprob_rows(token_ids: Any, logprobs: Any, ranks: Any) -> list[LogprobRow]:
@@ -16,22 +19,91 @@ def logprob_rows(token_ids: Any, logprobs: Any, ranks: Any) -> list[LogprobRow]:
     return [LogprobRow(token_ids=i, logprobs=lp, rank=r) for i, lp, r in zip(ids, lps, rks, strict=True)]
 
 
+class RequestClock:
+    """A request's engine-core timestamps, kept as vLLM's RequestStateStats keeps them (stats on only).
+
+    Timestamps are the engine core's monotonic clock: the QUEUED / SCHEDULED / PREEMPTED events of the
+    request, and the `EngineCoreOutputs.timestamp` of the batches that carried its outputs.
+    """
+
+    __slots__ = ("first_token_ts", "last_token_ts", "num_preemptions", "queued_ts", "scheduled_ts", "seen")
+
+    def __init__(self) -> None:
+        self.queued_ts = 0.0
+        self.scheduled_ts = 0.0
+        self.first_token_ts = 0.0
+        self.last_token_ts = 0.0
+        self.num_preemptions = 0
+        self.seen = False
+
+    def update(self, o: Any, timestamp: float) -> int:
+        """Take one EngineCoreOutput stamped `timestamp`; the number of preemptions it reported."""
+        preempted = 0
+        events = o.events
+        if events:
+            for event in events:
+                kind = int(event.type)
+                if kind == _QUEUED:
+                    self.queued_ts = event.timestamp
+                elif kind == _SCHEDULED:
+                    if self.scheduled_ts == 0.0:  # a preempted request's rescheduling does not count
+                        self.scheduled_ts = event.timestamp
+                elif kind == _PREEMPTED:
+                    preempted += 1
+        self.num_preemptions += preempted
+        if not self.seen:  # vLLM's first output ends the prefill, whatever it carries
+            self.seen = True
+            self.first_token_ts = timestamp
+        self.last_token_ts = timestamp
+        return preempted
+
+    def timings(self) -> RequestTimings:
+        """vLLM's FinishedRequestStats intervals (IterationStats.update_from_finished_request)."""
+        return RequestTimings(
+            queued_time=self.scheduled_ts - self.queued_ts,
+            prefill_time=self.first_token_ts - self.scheduled_ts,
+            decode_time=self.last_token_ts - self.first_token_ts,
+            inference_time=self.last_token_ts - self.scheduled_ts,
+            num_preemptions=self.num_preemptions,
+        )
+
+
 class RequestState:
     """What EngineCoreLlm keeps per in-flight request to build its outputs."""
 
-    __slots__ = ("external_id", "num_cached_tokens", "pacer", "prompt_len", "prompt_logprobs", "started")
+    __slots__ = (
+        "clock",
+        "external_id",
+        "lora_name",
+        "num_cached_tokens",
+        "pacer",
+        "prompt_len",
+        "prompt_logprobs",
+        "started",
+    )
 
-    def __init__(self, external_id: str, prompt_len: int, stream_interval: int = 1) -> None:
+    def __init__(
+        self,
+        external_id: str,
+        prompt_len: int,
+        stream_interval: int = 1,
+        *,
+        log_stats: bool = False,
+        lora_name: str | None = None,
+    ) -> None:
         self.external_id = external_id
         self.prompt_len = prompt_len
         self.pacer = StreamPacer(stream_interval)
         self.started = False
         self.prompt_logprobs: list[LogprobRow] | None = None
         self.num_cached_tokens = 0
+        #: The engine-core timestamps, only while the engine logs stats.
+        self.clock: RequestClock | None = RequestClock() if log_stats else None
+        self.lora_name = lora_name
 
     def convert(self, o: Any) -> GenerateOutput | None:
         """The output to send for one EngineCoreOutput; None when it only carried a chunk of prompt
-        logprobs, or while the stream interval holds it."""
+        logprobs, or while the stream interval holds it. (The caller updates `clock` first.)"""
         if o.prefill_stats is not None:
             self.num_cached_tokens = o.prefill_stats.num_cached_tokens
         plp = o.new_prompt_logprobs_tensors
@@ -53,6 +125,8 @@ class RequestState:
             kv_transfer_params=o.kv_transfer_params,
             ec_transfer_params=o.ec_transfer_params,
         )
+        if finish is not None and self.clock is not None:
+            out.timings = self.clock.timings()
         if not self.started:
             self.started = True
             out.prompt_info = PromptInfo(

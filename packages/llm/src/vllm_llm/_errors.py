@@ -56,6 +56,13 @@ class Unsupported(LlmError):
     """A valid request that this Llm cannot serve."""
 
 
+class NoTokenizer(LlmError):
+    """The text layer has no tokenizer: the Llm names none (token-only by design) and none was given.
+
+    The server's fault, not the request's: text routes answer it with 501, token routes still serve.
+    """
+
+
 class Unavailable(LlmError):
     """The Llm cannot take the request now (starting, paused, draining, unreachable)."""
 

@@ -65,8 +65,11 @@ class Choice:
             skip_special_tokens=skip_special_tokens,
             spaces_between_special_tokens=spaces_between_special_tokens,
         )
-        self.logprobs = LogprobsProcessor(tokenizer, sp.logprobs)
-        self._wants_logprobs = sp.logprobs is not None
+        # Explicit logprob_token_ids: each position reports the sampled token and those ids (vLLM's
+        # num_logprobs).
+        num_logprobs = len(sp.logprob_token_ids) if sp.logprob_token_ids else sp.logprobs
+        self.logprobs = LogprobsProcessor(tokenizer, num_logprobs)
+        self._wants_logprobs = num_logprobs is not None
         self._prompt_logprobs = sp.prompt_logprobs
         self._started = False
         self.finished = False

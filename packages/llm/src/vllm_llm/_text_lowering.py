@@ -19,10 +19,12 @@ from vllm_llm._text_request import TextRequest, TextSamplingParams
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.wire import GenerateRequest, GenerationDefaults, LlmInfo, SamplingParams
 
-__all__ = ["MAX_LOGPROBS", "Lowered", "child_request_id", "lower_request"]
+__all__ = ["MAX_LOGPROBS", "Lowered", "child_request_id", "lower_request", "truncate_prompt"]
 
 #: vLLM's default `--max-logprobs`.
 MAX_LOGPROBS = 20
+#: vLLM's MAX_LOGPROB_TOKEN_IDS.
+MAX_LOGPROB_TOKEN_IDS = 128
 #: vLLM's VLLM_MAX_N_SEQUENCES and VLLM_MAX_NUM_BAD_WORDS defaults.
 MAX_N = 16384
 MAX_NUM_BAD_WORDS = 128
@@ -52,6 +54,39 @@ def child_request_id(request_id: str, index: int, n: int) -> str:
     return request_id if n == 1 else f"{index}_{request_id}"
 
 
+def truncate_prompt(
+    prompt_token_ids: list[int],
+    keep: int | None,
+    side: str | None,
+    *,
+    max_model_len: int,
+    max_tokens: int | None,
+) -> list[int]:
+    """vLLM's TokenizeParams truncation: keep `keep` tokens (-1: the context less one token for output
+    when output is asked for, else the whole context), cutting the left end unless `side` is "right"."""
+    if keep is None:
+        return prompt_token_ids
+    if keep < -1:
+        raise InvalidRequest(
+            f"truncate_prompt_tokens must be at least -1, got {keep}", param="truncate_prompt_tokens"
+        )
+    if keep > max_model_len:
+        raise InvalidRequest(
+            f"truncate_prompt_tokens={keep} cannot be greater than max_model_len = {max_model_len}. "
+            "Please request a smaller truncation size.",
+            param="truncate_prompt_tokens",
+        )
+    if side not in (None, "left", "right"):
+        raise InvalidRequest("`truncation_side` must be either 'left' or 'right'.", param="truncation_side")
+    if keep == -1:
+        keep = max(0, max_model_len - 1) if max_tokens else max_model_len
+    if keep >= len(prompt_token_ids):
+        return prompt_token_ids
+    if keep == 0:
+        return []
+    return prompt_token_ids[:keep] if side == "right" else prompt_token_ids[-keep:]
+
+
 def lower_request(
     request: TextRequest, prompt_token_ids: list[int], info: LlmInfo, tokenizer: TextTokenizer
 ) -> Lowered:
@@ -73,7 +108,9 @@ def lower_request(
         max_tokens=_max_tokens(p.max_tokens, len(prompt_token_ids), info, defaults),
         min_tokens=p.min_tokens,
         ignore_eos=p.ignore_eos,
-        logprobs=_true_is_one(p.logprobs),
+        # vLLM's OpenAI server: explicit logprob_token_ids take the place of the top-k.
+        logprobs=None if p.logprob_token_ids else _true_is_one(p.logprobs),
+        logprob_token_ids=p.logprob_token_ids or None,
         prompt_logprobs=_true_is_one(p.prompt_logprobs),
         logit_bias=_logit_bias(p.logit_bias),
         allowed_token_ids=p.allowed_token_ids,
@@ -212,6 +249,21 @@ def _verify_against_model(sp: SamplingParams, stop_token_ids: list[int], info: L
             wanted = vocab if k == -1 else k
             if wanted > MAX_LOGPROBS:
                 raise _range_error(name, f"of {wanted} is greater than max allowed: {MAX_LOGPROBS}")
+    ids = sp.logprob_token_ids
+    if ids is not None:
+        if len(ids) > MAX_LOGPROB_TOKEN_IDS:
+            raise InvalidRequest(
+                f"Requested logprob_token_ids of length {len(ids)}, which is greater than max allowed: "
+                f"{MAX_LOGPROB_TOKEN_IDS}",
+                param="logprob_token_ids",
+            )
+        bad_ids = [t for t in ids if not 0 <= t < vocab]
+        if bad_ids:
+            raise InvalidRequest(
+                f"token_id(s) {bad_ids} in logprob_token_ids contain out-of-vocab token ids. Vocabulary "
+                f"size: {vocab}",
+                param="logprob_token_ids",
+            )
     lists = (("stop_token_ids", stop_token_ids), ("logit_bias", list(sp.logit_bias or ())))
     for name, ids in (*lists, ("allowed_token_ids", sp.allowed_token_ids or [])):
         bad = [t for t in ids if not 0 <= t < vocab]
@@ -288,4 +340,6 @@ def _child(request: TextRequest, prompt: list[int], sp: SamplingParams, index: i
         kv_transfer_params=kv,
         reasoning_ended=request.reasoning_ended,
         reasoning_parser_kwargs=request.reasoning_parser_kwargs,
+        session_id=request.session_id,
+        ec_transfer_params=request.ec_transfer_params,
     )

@@ -5,7 +5,7 @@ Their own module because both the text layer and its lowering (`_text_lowering`)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -37,6 +37,9 @@ class TextSamplingParams(msgspec.Struct, kw_only=True):
     spaces_between_special_tokens: bool = True
     logprobs: int | None = None
     """Top logprobs per output token (-1: the whole vocabulary)."""
+    logprob_token_ids: list[int] | None = None
+    """Token ids whose logprobs every output position reports (besides the sampled token's); when set,
+    they replace the top-k (`logprobs` is then ignored, as vLLM's OpenAI server does)."""
     prompt_logprobs: int | None = None
     logit_bias: dict[int, float] | None = None
     allowed_token_ids: list[int] | None = None
@@ -72,3 +75,10 @@ class TextRequest(msgspec.Struct, kw_only=True):
     reasoning_ended: bool | None = None
     """Whether the prompt already ended reasoning (None: the engine decides); see GenerateRequest."""
     reasoning_parser_kwargs: dict[str, Any] | None = None
+    truncate_prompt_tokens: int | None = None
+    """Keep only this many prompt tokens (-1: as many as the context takes), vLLM's truncation."""
+    truncation_side: Literal["left", "right"] | None = None
+    """Which end `truncate_prompt_tokens` cuts: left keeps the last tokens (None: left, vLLM's default
+    for generation)."""
+    session_id: str | None = None
+    ec_transfer_params: dict[str, Any] | None = None

@@ -15,6 +15,7 @@ With parsers configured (`ParserOptions`: vLLM's `--enable-auto-tool-choice`, `-
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -26,6 +27,7 @@ from vllm_llm._chat_parsing import ParserOptions, Parsing
 from vllm_llm._errors import InvalidRequest, TooManyMediaItems
 from vllm_llm._text_chat_template import render_chat_template
 from vllm_llm._text_content_format import detect_content_format
+from vllm_llm._text_lowering import truncate_prompt
 from vllm_llm.parsers import (
     ChatParser,
     NamedToolChoice,
@@ -45,7 +47,7 @@ from vllm_llm.text import (
 from vllm_llm.wire import LlmInfo, LoraRequest, MultiModalFeature
 
 if TYPE_CHECKING:
-    from vllm_llm.multimodal import MultiModalOptions, MultiModalProcessor
+    from vllm_llm.multimodal import MediaOptions, MultiModalOptions, MultiModalProcessor
 
 __all__ = [
     "AudioUrlPart",
@@ -202,6 +204,14 @@ class ChatRequest(msgspec.Struct, kw_only=True):
     arrival_time: float | None = None
     mm_processor_kwargs: dict[str, Any] | None = None
     """Options of the model's HF processor for this request's media (vLLM's mm_processor_kwargs)."""
+    media_io_kwargs: dict[str, dict[str, Any]] | None = None
+    """Media loading options by modality, over the server's (vLLM's media_io_kwargs): for images
+    `image_mode` and `rgba_background_color`."""
+    truncate_prompt_tokens: int | None = None
+    """Keep only this many tokens of the rendered prompt (see `TextRequest.truncate_prompt_tokens`)."""
+    truncation_side: Literal["left", "right"] | None = None
+    session_id: str | None = None
+    ec_transfer_params: dict[str, Any] | None = None
 
 
 class RenderedChat(msgspec.Struct, kw_only=True, frozen=True):
@@ -521,7 +531,8 @@ class ChatLlm:
         from vllm_llm.multimodal import MediaItem, load_image
 
         media = self._media
-        images = await asyncio.gather(*(load_image(p.image_url.url, media.options.media) for p in parts))
+        options = _media_options(media.options.media, request.media_io_kwargs)
+        images = await asyncio.gather(*(load_image(p.image_url.url, options) for p in parts))
         prepared = await media.prepare(
             rendered.prompt_token_ids,
             [MediaItem("image", image, p.uuid) for p, image in zip(parts, images, strict=True)],
@@ -543,6 +554,7 @@ class ChatLlm:
         parsing = self._parsing
         parsing.check_tool_choice(request.tool_choice)
         rendered, mm_features = await self._prepare_media(request, self.render(request))
+        rendered = self._truncated(request, rendered, mm_features)
         tokenizer = self.text.tokenizer
         kwargs = self.template_kwargs(request)
         params = request.params
@@ -579,9 +591,31 @@ class ChatLlm:
                 reasoning_parser_kwargs=(
                     {"chat_template_kwargs": kwargs} if parsing.reasoning_parser is not None else None
                 ),
+                session_id=request.session_id,
+                ec_transfer_params=request.ec_transfer_params,
             )
         )
         return ChatStream(rendered, self._role(request), text, request=request, parser=parser, probe=probe)
+
+    def _truncated(
+        self, request: ChatRequest, rendered: RenderedChat, mm_features: list[MultiModalFeature] | None
+    ) -> RenderedChat:
+        """The rendered prompt cut to `truncate_prompt_tokens` (vLLM truncates the templated tokens)."""
+        ids = truncate_prompt(
+            rendered.prompt_token_ids,
+            request.truncate_prompt_tokens,
+            request.truncation_side,
+            max_model_len=self.text.info().max_model_len,
+            max_tokens=request.params.max_tokens,
+        )
+        if len(ids) == len(rendered.prompt_token_ids):
+            return rendered
+        if mm_features:
+            raise InvalidRequest(
+                "truncate_prompt_tokens that cuts a prompt with media is not supported by this server",
+                param="truncate_prompt_tokens",
+            )
+        return RenderedChat(prompt=rendered.prompt, prompt_token_ids=ids)
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         """Generate and collect the whole result."""
@@ -689,6 +723,24 @@ def _arguments(arguments: object) -> dict[str, Any]:
         except json.JSONDecodeError:
             parsed = None
     return parsed if isinstance(parsed, dict) else {}
+
+
+def _media_options(options: MediaOptions, io_kwargs: dict[str, dict[str, Any]] | None) -> MediaOptions:
+    """The server's media options with the request's image options over them (vLLM's merge_kwargs;
+    other keys go to custom media loaders in vLLM, which this server has none of)."""
+    image = (io_kwargs or {}).get("image") or {}
+    changes: dict[str, Any] = {}
+    if "image_mode" in image:
+        changes["image_mode"] = image["image_mode"]
+    if "rgba_background_color" in image:
+        colour = image["rgba_background_color"]
+        changes["rgba_background_color"] = tuple(colour) if isinstance(colour, list) else colour
+    if not changes:
+        return options
+    try:
+        return dataclasses.replace(options, **changes)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), param="media_io_kwargs") from exc
 
 
 def _media_processor(info: LlmInfo, options: MultiModalOptions | None) -> MultiModalProcessor | None:

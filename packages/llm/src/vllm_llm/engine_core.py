@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from vllm_llm._channel import OutputChannel
 from vllm_llm._engine_settings import EngineCoreSettings
+from vllm_llm._engine_stats import PROMPT_TOKEN_SOURCES, EngineCounters, EngineStats, IterationObserver
 from vllm_llm._errors import EngineDead, InvalidRequest, LlmError, Unavailable
 from vllm_llm._interface import Llm
 from vllm_llm._pacing import effective_interval
@@ -35,8 +36,7 @@ logger = logging.getLogger(__name__)
 
 PauseMode = Literal["abort", "wait", "keep"]
 
-#: vLLM's ``source`` label values of ``vllm:prompt_tokens_by_source`` (PromptTokenStats.ALL_SOURCES).
-PROMPT_TOKEN_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+__all__ = ["PROMPT_TOKEN_SOURCES", "EngineCoreLlm", "EngineCounters", "IterationObserver", "PauseMode"]
 
 
 class EngineCoreLlm(Llm):
@@ -55,12 +55,10 @@ class EngineCoreLlm(Llm):
         self._output_task: asyncio.Task[None] | None = None
         self._start_task: asyncio.Task[None] | None = None
         self._dead: EngineDead | None = None
-        self._scheduler_stats: dict[int, Any] = {}
-        self._prefix_cache_queries = 0
-        self._prefix_cache_hits = 0
-        self._prompt_tokens_by_source = [0, 0, 0]  # in PROMPT_TOKEN_SOURCES order
+        self._stats = EngineStats()
         self._paused = False
         self._sleeping = False
+        self._sleep_level = 0
         self._shut_down = False
 
     # ---- lifecycle --------------------------------------------------------------------------------
@@ -81,6 +79,10 @@ class EngineCoreLlm(Llm):
 
         self._client = client
         self._vllm_config = vllm_config
+        lora_config = vllm_config.lora_config
+        observer = self._stats.iteration_observer
+        self._stats = EngineStats(max_loras=lora_config.max_loras if lora_config is not None else None)
+        self._stats.iteration_observer = observer
         self._lowering = Lowering(vllm_config, tokenizer)
         self._info = info
         if self._shut_down:
@@ -146,7 +148,14 @@ class EngineCoreLlm(Llm):
 
         channel = OutputChannel()
         interval = effective_interval(request.sampling_params.stream_interval, self.settings.stream_interval)
-        state = RequestState(request.request_id, len(request.prompt_token_ids), interval)
+        lora = request.lora_request
+        state = RequestState(
+            request.request_id,
+            len(request.prompt_token_ids),
+            interval,
+            log_stats=self.settings.log_stats,
+            lora_name=lora.lora_name if lora is not None else None,
+        )
         self._requests[internal] = (state, channel)
         self._by_external.setdefault(request.request_id, set()).add(internal)
         try:
@@ -193,6 +202,7 @@ class EngineCoreLlm(Llm):
     async def sleep(self, *, level: int = 1, mode: PauseMode = "abort") -> None:
         """Put the engines to sleep; readiness turns false."""
         self._sleeping = True
+        self._sleep_level = level
         self._update_readiness()
         await self._call(self._require_client().sleep_async(level, mode))
 
@@ -200,6 +210,8 @@ class EngineCoreLlm(Llm):
         """Wake the engines (all of them, or the given tags)."""
         await self._call(self._require_client().wake_up_async(tags))
         self._sleeping = bool(await self.is_sleeping())
+        if not self._sleeping:
+            self._sleep_level = 0
         self._update_readiness()
 
     async def is_sleeping(self) -> bool:
@@ -254,12 +266,54 @@ class EngineCoreLlm(Llm):
     def prefix_cache_totals(self) -> tuple[int, int]:
         """Prompt tokens looked up in the prefix cache, and found there, over all engines since start
         (vLLM's ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``; needs `log_stats`)."""
-        return self._prefix_cache_queries, self._prefix_cache_hits
+        counters = self._stats.counters.values()
+        return sum(c.prefix_cache_queries for c in counters), sum(c.prefix_cache_hits for c in counters)
 
     def prompt_tokens_by_source(self) -> dict[str, int]:
         """Prompt tokens since start by where their KV came from, as vLLM's ``vllm:prompt_tokens_by_source``
         counts them: ``local_compute``, ``local_cache_hit``, ``external_kv_transfer`` (a KV connector)."""
-        return dict(zip(PROMPT_TOKEN_SOURCES, self._prompt_tokens_by_source, strict=True))
+        totals = [0, 0, 0]
+        for c in self._stats.counters.values():
+            for i, n in enumerate(c.prompt_tokens_by_source):
+                totals[i] += n
+        return dict(zip(PROMPT_TOKEN_SOURCES, totals, strict=True))
+
+    @property
+    def log_stats(self) -> bool:
+        """Whether the engines send stats (vLLM's ``--disable-log-stats`` unset)."""
+        return self.settings.log_stats
+
+    @property
+    def engine_indexes(self) -> list[int]:
+        """The engine indexes (data-parallel ranks) this client manages: vLLM's ``engine`` label values."""
+        ranks = getattr(self._client, "engine_ranks_managed", None) if self._client is not None else None
+        return [int(r) for r in ranks] if ranks else [0]
+
+    def engine_counters(self) -> dict[int, EngineCounters]:
+        """Per-engine counters since start (with `log_stats`), keyed by engine index."""
+        return dict(self._stats.counters)
+
+    def set_iteration_observer(self, observer: IterationObserver | None) -> None:
+        """Call `observer(engine_index, tokens)` once per engine step that produced outputs (stats on)."""
+        self._stats.iteration_observer = observer
+
+    def lora_requests_info(self) -> tuple[int, dict[tuple[str, str], float]] | None:
+        """vLLM's ``vllm:lora_requests_info``: the LoRA slots, and per (waiting, running) adapter-name list
+        the wall time it was last seen; None without LoRA or stats."""
+        if self._stats.max_loras is None or not self.settings.log_stats:
+            return None
+        return self._stats.max_loras, dict(self._stats.lora_info)
+
+    def cache_config_info(self) -> dict[str, str] | None:
+        """vLLM's ``vllm:cache_config_info`` labels (CacheConfig.metrics_info()); None before start."""
+        if self._vllm_config is None:
+            return None
+        return dict(self._vllm_config.cache_config.metrics_info())
+
+    @property
+    def sleep_state(self) -> tuple[bool, int]:
+        """Whether the engines sleep, and the level they were put to sleep at (0 when awake)."""
+        return self._sleeping, self._sleep_level if self._sleeping else 0
 
     def multimodal_cache_stats(self) -> Any:
         """vLLM's sender-cache counters (CacheInfo: hits, total) since the last call; None without one."""
@@ -268,7 +322,7 @@ class EngineCoreLlm(Llm):
     @property
     def scheduler_stats(self) -> dict[int, Any]:
         """The latest scheduler stats of each engine (with `log_stats`), keyed by engine index."""
-        return dict(self._scheduler_stats)
+        return dict(self._stats.scheduler)
 
     @property
     def num_in_flight(self) -> int:
@@ -322,33 +376,45 @@ class EngineCoreLlm(Llm):
 
     async def _output_loop(self) -> None:
         client = self._client
+        stats = self._stats
         try:
             while True:
                 outputs = await client.get_output_async()
+                engine = outputs.engine_index
                 if outputs.scheduler_stats is not None:
-                    self._scheduler_stats[outputs.engine_index] = outputs.scheduler_stats
-                    prefix = outputs.scheduler_stats.prefix_cache_stats
-                    self._prefix_cache_queries += prefix.queries
-                    self._prefix_cache_hits += prefix.hits
+                    stats.scheduler_stats(engine, outputs.scheduler_stats)
+                timestamp = outputs.timestamp
+                iteration_tokens = 0
+                preemptions = 0
                 for o in outputs.outputs:
-                    prefill = o.prefill_stats
-                    if prefill is not None:
-                        by_source = self._prompt_tokens_by_source
-                        by_source[0] += prefill.num_computed_tokens
-                        by_source[1] += prefill.num_local_cached_tokens
-                        by_source[2] += prefill.num_external_cached_tokens
                     if o.mm_cache_miss_hashes and self._lowering is not None:
                         self._lowering.multimodal.invalidate(o.mm_cache_miss_hashes)
                     entry = self._requests.get(o.request_id)
                     if entry is None:
                         continue  # aborted here already
                     state, channel = entry
+                    clock = state.clock
+                    if clock is not None:  # stats on: vLLM's IterationStats.update_from_output
+                        prefill = o.prefill_stats
+                        if not clock.seen and prefill is not None:
+                            stats.prefill(engine, prefill)
+                            iteration_tokens += prefill.num_computed_tokens
+                        iteration_tokens += len(o.new_token_ids)
+                        preemptions += clock.update(o, timestamp)
+                        if o.events and state.lora_name is not None:
+                            stats.lora_events(o.request_id, state.lora_name, o.events)
                     out = state.convert(o)
                     if out is None:
                         continue
                     if out.finish_reason is not None:
                         self._forget(o.request_id)
                     channel.put(out)
+                if outputs.outputs and self.settings.log_stats:
+                    if preemptions:
+                        stats.engine(engine).num_preemptions += preemptions
+                    observer = stats.iteration_observer
+                    if observer is not None:
+                        observer(engine, iteration_tokens)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
@@ -403,6 +469,8 @@ class EngineCoreLlm(Llm):
 
     def _forget(self, internal: str) -> tuple[RequestState, OutputChannel]:
         state, channel = self._requests.pop(internal)
+        if state.lora_name is not None and state.clock is not None:
+            self._stats.lora_finished(internal, state.lora_name)
         ids = self._by_external.get(state.external_id)
         if ids is not None:
             ids.discard(internal)

@@ -17,11 +17,12 @@ from typing import Any
 import msgspec
 from tokenizers import Tokenizer
 
+from vllm_llm._errors import NoTokenizer
 from vllm_llm._interface import Llm
 from vllm_llm._text_choice import Choice, ChoiceStep, FinishReasonName
 from vllm_llm._text_fanout import FanOut
 from vllm_llm._text_logprobs import LogprobCandidate, TokenLogprobs
-from vllm_llm._text_lowering import lower_request
+from vllm_llm._text_lowering import lower_request, truncate_prompt
 from vllm_llm._text_request import TextRequest, TextSamplingParams
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.wire import GenerateRequest, LlmInfo
@@ -232,11 +233,25 @@ class TextLlm:
 
     @property
     def tokenizer(self) -> TextTokenizer:
-        """The tokenizer: the override, else the `LlmInfo.tokenizer` directory (loaded on first use)."""
+        """The tokenizer: the override, else the `LlmInfo.tokenizer` directory (loaded on first use).
+
+        `NoTokenizer` when neither names one (an Llm that is token-only by design).
+        """
         if self._tokenizer is None:
-            source = self._tokenizer_source
-            self._tokenizer = TextTokenizer.load(source if source is not None else self.llm.info().tokenizer)
+            source = self.tokenizer_source
+            if isinstance(source, str) and not source:
+                raise NoTokenizer(
+                    "this server has no tokenizer: its Llm names none (LlmInfo.tokenizer is empty) and none "
+                    "is configured (--tokenizer); it serves token-level requests only"
+                )
+            self._tokenizer = TextTokenizer.load(source)
         return self._tokenizer
+
+    @property
+    def tokenizer_source(self) -> TokenizerSource:
+        """Where the tokenizer comes from: the override, else the Llm's `LlmInfo.tokenizer` ("" for none)."""
+        source = self._tokenizer_source
+        return source if source is not None else self.llm.info().tokenizer
 
     def info(self) -> LlmInfo:
         """The underlying Llm's info."""
@@ -251,10 +266,18 @@ class TextLlm:
         return self.tokenizer.decode(token_ids, skip_special_tokens=skip_special_tokens)
 
     def prompt_token_ids(self, request: TextRequest) -> list[int]:
-        """The prompt as token ids (text prompts tokenized)."""
+        """The prompt as token ids (text prompts tokenized), truncated as `truncate_prompt_tokens` asks."""
         if isinstance(request.prompt, str):
-            return self.encode(request.prompt, add_special_tokens=request.add_special_tokens)
-        return list(request.prompt)
+            ids = self.encode(request.prompt, add_special_tokens=request.add_special_tokens)
+        else:
+            ids = list(request.prompt)
+        return truncate_prompt(
+            ids,
+            request.truncate_prompt_tokens,
+            request.truncation_side,
+            max_model_len=self.llm.info().max_model_len,
+            max_tokens=request.params.max_tokens,
+        )
 
     def lower(self, request: TextRequest) -> list[GenerateRequest]:
         """The engine requests (one per choice) that `request` becomes; raises `InvalidRequest`."""

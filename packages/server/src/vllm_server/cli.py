@@ -156,11 +156,62 @@ def _parser() -> argparse.ArgumentParser:
         "where nothing is bound nothing changes); off: leave the placement to the OS",
     )
 
+    observe = serve.add_argument_group("observability (vLLM's flags)")
+    observe.add_argument("--disable-uvicorn-access-log", action="store_true", help="no access log")
+    observe.add_argument(
+        "--disable-access-log-for-endpoints",
+        default="",
+        metavar="PATHS",
+        help='comma-separated paths left out of the access log, e.g. "/health,/metrics"',
+    )
+    observe.add_argument(
+        "--enable-log-requests", action="store_true", help="log each request's prompt and parameters"
+    )
+    observe.add_argument(
+        "--max-log-len",
+        type=int,
+        default=None,
+        help="the most prompt characters or token ids a request log line shows (default: all)",
+    )
+    observe.add_argument(
+        "--enable-request-id-headers",
+        action="store_true",
+        help="accepted for vLLM's CLI: X-Request-Id is always echoed on responses",
+    )
+    observe.add_argument(
+        "--otlp-traces-endpoint",
+        default=None,
+        metavar="URL",
+        help="export OpenTelemetry spans of each request over OTLP (gRPC) to this endpoint",
+    )
+
+    response = serve.add_argument_group("responses (vLLM's flags)")
+    response.add_argument("--response-role", default="assistant", help="the role of a generated chat message")
+    response.add_argument(
+        "--enable-force-include-usage", action="store_true", help="usage in every response, streamed too"
+    )
+    response.add_argument(
+        "--return-tokens-as-token-ids",
+        action="store_true",
+        help='logprobs name their tokens "token_id:N" (for tokens that are not valid text)',
+    )
+    response.add_argument(
+        "--sse-keep-alive-interval",
+        type=_seconds,
+        default=0,
+        help="send an SSE comment every N seconds a stream is silent (0: never)",
+    )
+    response.add_argument(
+        "--trust-request-mm-kwargs",
+        action="store_true",
+        help="take mm_processor_kwargs and media_io_kwargs from requests (refused otherwise)",
+    )
+
     remote = serve.add_argument_group("remote workers (--remote)")
     remote.add_argument("--remote-timeout", type=float, default=None, help="per-call deadline in seconds")
     remote.add_argument(
         "--remote-idle-timeout",
-        type=_idle_seconds,
+        type=_seconds,
         default=None,
         metavar="SECONDS",
         help="cancel a running request (503) when its worker sends no output for this long; 0: never "
@@ -199,8 +250,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _idle_seconds(value: str) -> float:
-    """`--remote-idle-timeout`: seconds >= 0 (0 turns the bound off)."""
+def _seconds(value: str) -> float:
+    """A duration flag: seconds >= 0 (for --remote-idle-timeout, 0 turns the bound off)."""
     seconds = float(value)
     if not 0 <= seconds < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, not {value!r}")
@@ -223,6 +274,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
     """The FrontendConfig of parsed `serve` arguments."""
     if args.model is None:
         _refuse_engine_lora_flags(args)
+    _refuse_flags_of_another_source(args)
     if args.remote is None and (
         args.routing != "round_robin" or args.prefix_blocks != 4 or args.outlier_detection
     ):
@@ -238,6 +290,13 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         )
     if args.prefix_blocks != 4 and args.routing != "prefix":
         raise SystemExit("Error: --prefix-blocks applies to --routing prefix only")
+    if args.otlp_traces_endpoint is not None:
+        from vllm_server.tracing import TracingConfigError, check_endpoint
+
+        try:
+            check_endpoint(args.otlp_traces_endpoint)
+        except TracingConfigError as exc:
+            raise SystemExit(f"Error: {exc}") from None
     tokenizer = args.tokenizer
     if args.mock and tokenizer is None:
         try:  # the tiny model is test support, which a server install does not carry
@@ -277,6 +336,18 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         shutdown_grace_period=args.shutdown_grace_period,
         max_request_body_bytes=args.max_request_body_bytes,
         log_level=args.log_level,
+        access_log=not args.disable_uvicorn_access_log,
+        access_log_exclude_paths=tuple(
+            p.strip() for p in args.disable_access_log_for_endpoints.split(",") if p.strip()
+        ),
+        enable_log_requests=args.enable_log_requests,
+        max_log_len=args.max_log_len,
+        otlp_traces_endpoint=args.otlp_traces_endpoint,
+        response_role=args.response_role,
+        enable_force_include_usage=args.enable_force_include_usage,
+        return_tokens_as_token_ids=args.return_tokens_as_token_ids,
+        sse_keep_alive_interval=args.sse_keep_alive_interval,
+        trust_request_mm_kwargs=args.trust_request_mm_kwargs,
     )
     if args.model is None:
         return FrontendConfig(server=server)
@@ -345,16 +416,60 @@ _ENGINE_LORA_FLAGS = {
 
 def _refuse_engine_lora_flags(args: argparse.Namespace) -> None:
     """A router (or the mock) has no engine to load adapters into: its adapters are its workers'."""
-    given = [
-        f"--{name.replace('_', '-')}"
-        for name, default in _ENGINE_LORA_FLAGS.items()
-        if getattr(args, name) != default
-    ]
+    given = _given(args, _ENGINE_LORA_FLAGS)
     if given:
         raise SystemExit(
             f"Error: {', '.join(given)} configure(s) the LoRA adapters of a worker's engine (--model); "
             "a router serves the adapters its workers serve (start the workers with them)"
         )
+
+
+#: Flags of a worker's engine (--model) with their defaults: a router's workers and the mock have their own.
+_ENGINE_FLAGS = {
+    "dtype": "auto",
+    "data_parallel_size": 1,
+    "seed": 0,
+    "enforce_eager": True,
+    "max_num_seqs": None,
+    "max_num_batched_tokens": None,
+    "enable_prefix_caching": None,
+    "enable_sleep_mode": False,
+    "structured_outputs_backend": "auto",
+    "disable_log_stats": False,
+    "profiler_dir": None,
+}
+#: Flags of the model a server runs itself (--model, or the --mock's): a router takes its workers'.
+_OWN_MODEL_FLAGS = {"max_model_len": None, "stream_interval": 1}
+#: Flags of the connection to --remote workers.
+_REMOTE_FLAGS = {
+    "remote_timeout": None,
+    "remote_idle_timeout": None,
+    "remote_ca_certs": None,
+    "remote_certfile": None,
+    "remote_keyfile": None,
+    "remote_api_key": None,
+}
+
+
+def _refuse_flags_of_another_source(args: argparse.Namespace) -> None:
+    """A flag that cannot apply to the chosen source is an error, not a flag silently dropped."""
+    source = "--model" if args.model is not None else "--remote" if args.remote is not None else "--mock"
+    checks = (
+        (_ENGINE_FLAGS, args.model is None, "configure(s) a worker's engine (--model); a router's workers "
+         "and the mock have their own"),
+        (_OWN_MODEL_FLAGS, args.remote is not None, "configure(s) a model this server runs itself; a router "
+         "serves its workers' (start the workers with them)"),
+        (_REMOTE_FLAGS, args.remote is None, "configure(s) the connection to --remote workers"),
+    )  # fmt: skip
+    for flags, refused, why in checks:
+        given = _given(args, flags)
+        if refused and given:
+            raise SystemExit(f"Error: {', '.join(given)} {why}; they do not apply to {source}")
+
+
+def _given(args: argparse.Namespace, defaults: dict[str, Any]) -> list[str]:
+    """The flags among `defaults` given a value other than their default."""
+    return [f"--{name.replace('_', '-')}" for name, value in defaults.items() if getattr(args, name) != value]
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -413,6 +528,7 @@ async def _run(config: FrontendConfig, args: argparse.Namespace) -> int:
     from vllm_llm import Llm
     from vllm_server.server import Server
     from vllm_server.source import LlmSource
+    from vllm_server.state import StartupError
 
     shutdown = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -427,6 +543,8 @@ async def _run(config: FrontendConfig, args: argparse.Namespace) -> int:
         source = LlmSource.provided(provided)
     try:
         await Server(config, source).serve(shutdown)
+    except StartupError as exc:
+        raise SystemExit(f"Error: {exc}") from None
     finally:
         if provided is not None:
             await provided.shutdown()
@@ -441,7 +559,10 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
 
         tokenizer_dir = config.server.tokenizer
         assert tokenizer_dir is not None
-        tok = TextTokenizer.from_dir(Path(tokenizer_dir))
+        try:
+            tok = TextTokenizer.from_dir(Path(tokenizer_dir))
+        except Exception as exc:
+            raise SystemExit(f"Error: the tokenizer {tokenizer_dir!r} cannot be loaded ({exc})") from None
         info = LlmInfo(
             model="mock",
             served_model_name=(config.server.served_model_name or ("mock",))[0],

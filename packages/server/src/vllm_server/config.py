@@ -71,6 +71,24 @@ class ServerConfig:
     #: (`vllm_server.affinity.keep_off_engine_cpus`; a CPU engine's forward pass keeps its CPUs).
     #: Process-wide, so off for an embedded server; the CLI turns it on (`--frontend-affinity`).
     keep_off_engine_cpus: bool = False
+    #: Observability (vLLM's flags of the same names). uvicorn's access log, one line per request,
+    #: except for the paths in `access_log_exclude_paths` (--disable-access-log-for-endpoints).
+    access_log: bool = True
+    access_log_exclude_paths: tuple[str, ...] = ()
+    #: The request log (--enable-log-requests): one line per request with its id, prompt (at most
+    #: `max_log_len` characters or token ids) and sampling parameters.
+    enable_log_requests: bool = False
+    max_log_len: int | None = None
+    #: OpenTelemetry: spans of each request exported over OTLP to this endpoint (--otlp-traces-endpoint).
+    otlp_traces_endpoint: str | None = None
+    #: Response options (vLLM's flags of the same names): the role of a generated chat message, usage
+    #: in every response, tokens in logprobs as "token_id:N", SSE keep-alive comments every N seconds
+    #: of silence (0: none), per-request mm_processor_kwargs / media_io_kwargs taken from clients.
+    response_role: str = "assistant"
+    enable_force_include_usage: bool = False
+    return_tokens_as_token_ids: bool = False
+    sse_keep_alive_interval: float = 0.0
+    trust_request_mm_kwargs: bool = False
 
     def tls(self) -> TlsConfig | None:
         """The TLS settings, if a certificate is configured."""

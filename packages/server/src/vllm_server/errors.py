@@ -24,6 +24,7 @@ from vllm_llm import (
     EngineDead,
     InvalidRequest,
     LlmError,
+    NoTokenizer,
     Remote,
     RemoteInvalidRequest,
     Unavailable,
@@ -125,6 +126,8 @@ ERROR_TABLE: dict[type[BaseException], ErrorRow] = {
     RemoteInvalidRequest: _BAD_REQUEST,
     # UNIMPLEMENTED on gRPC (not INVALID_ARGUMENT), so it round-trips through RemoteLlm as Unsupported.
     Unsupported: ErrorRow(HTTPStatus.BAD_REQUEST, grpc.StatusCode.UNIMPLEMENTED, "BadRequestError"),
+    # A token-only Llm asked for text: the server's configuration, not the request, is at fault.
+    NoTokenizer: ErrorRow(HTTPStatus.NOT_IMPLEMENTED, grpc.StatusCode.UNIMPLEMENTED, "NotImplementedError"),
     Unavailable: ErrorRow(
         HTTPStatus.SERVICE_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE, "ServiceUnavailableError"
     ),

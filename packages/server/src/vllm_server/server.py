@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING
 
 import uvicorn
 from fastapi import FastAPI
@@ -27,10 +28,14 @@ from vllm_server.config import FrontendConfig, ServerConfig
 from vllm_server.grpc.listener import GrpcFrontend
 from vllm_server.grpc.services import public_services
 from vllm_server.http.app import build_app
+from vllm_server.request_log import RequestLogLlm
 from vllm_server.runtime import freeze_heap
 from vllm_server.source import LlmSource
-from vllm_server.state import ServerState
+from vllm_server.state import ServerState, StartupError
 from vllm_server.wiring import build_state
+
+if TYPE_CHECKING:
+    from vllm_server.tracing import Tracing
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +59,10 @@ class Server:
             frontend = FrontendConfig(server=frontend.server, engine_core=source.engine_core_config)
         self.config = frontend
         self.source = source
+        if frontend.server.otlp_traces_endpoint is not None:
+            from vllm_server.tracing import check_endpoint
+
+            check_endpoint(frontend.server.otlp_traces_endpoint)  # a bad endpoint fails here, not later
         self._extensions: list[RouterExtension] = []
         self.state: ServerState | None = None
         self.http_port: int | None = None
@@ -68,12 +77,18 @@ class Server:
 
     async def serve(self, shutdown_event: asyncio.Event) -> None:
         """Serve until `shutdown_event` is set, then drain and stop."""
+        server = self.config.server
+        # First: an engine core started after it traces its own start-up too.
+        tracing = _start_tracing(server.otlp_traces_endpoint)
         llm, engine = self._make_llm()
+        if server.enable_log_requests:
+            llm = RequestLogLlm(llm, max_log_len=server.max_log_len)
+        if tracing is not None:
+            llm = tracing.traced(llm)
         state = self.state = build_state(self.config, llm, engine=engine)
-        app = build_app(state)
+        app = build_app(state, tracer=tracing.tracer if tracing is not None else None)
         for extend in self._extensions:
             extend(app, state)
-        server = self.config.server
         if engine is None and llm.subscribe_readiness().value:
             state.attach_layers()  # a provided Llm that is ready already: ready as soon as we listen
             state.update_readiness()
@@ -95,14 +110,21 @@ class Server:
                     extra_services=[service.register for service in public],
                     health_services=[service.name for service in public],
                     info=state.served_info,
+                    metrics=state.metrics,
                 )
                 self.grpc_port = await grpc.start(server.grpc_host or server.host, server.grpc_port)
             self.listening.set()
             logger.info("listening: HTTP on %s:%s, gRPC on %s", server.host, self.http_port, self.grpc_port)
-            tasks.append(asyncio.create_task(self._bring_up(state, engine), name="bring-up"))
+            bring_up = asyncio.create_task(self._bring_up(state, engine), name="bring-up")
+            tasks.append(bring_up)
             waiter = asyncio.create_task(shutdown_event.wait())
-            await asyncio.wait([waiter, http_task], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([waiter, http_task, bring_up], return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
+            failed = _startup_error(bring_up)
+            if failed is not None:
+                http.should_exit = True
+                await http_task
+                raise failed
             await self._drain(state, http, grpc)
             await http_task  # uvicorn closes its listeners and cancels what is left after its own timeout
         finally:
@@ -113,6 +135,8 @@ class Server:
                 await grpc.stop(0)
             if engine is not None:
                 await engine.shutdown()
+            if tracing is not None:
+                await tracing.shutdown()  # exports the spans still batched
 
     # ---- steps ----------------------------------------------------------------------------------------
 
@@ -127,18 +151,27 @@ class Server:
 
     def _uvicorn_config(self, app: FastAPI) -> uvicorn.Config:
         server = self.config.server
-        return uvicorn.Config(
+        config = uvicorn.Config(
             app,
             host=server.host,
             port=server.port,
             lifespan="off",
             log_level=server.log_level if server.log_level != "info" else "warning",
-            access_log=False,
+            access_log=server.access_log,
             ssl_certfile=str(server.ssl_certfile) if server.ssl_certfile else None,
             ssl_keyfile=str(server.ssl_keyfile) if server.ssl_keyfile else None,
             timeout_graceful_shutdown=1,
             timeout_keep_alive=5,
         )
+        if server.access_log:
+            # uvicorn's access log, in its format, at the server's level (its other chatter stays quiet).
+            access = logging.getLogger("uvicorn.access")
+            access.setLevel(server.log_level.upper())
+            for old in [f for f in access.filters if isinstance(f, _ExcludePaths)]:
+                access.removeFilter(old)  # the logger is process-wide; the last server configured wins
+            if server.access_log_exclude_paths:
+                access.addFilter(_ExcludePaths(server.access_log_exclude_paths))
+        return config
 
     @staticmethod
     async def _wait_started(http: uvicorn.Server, task: asyncio.Task[None]) -> None:
@@ -197,6 +230,38 @@ class Server:
                 "%d HTTP request(s) still running after %.1f s: cancelling", state.load.in_progress, grace
             )
         http.should_exit = True
+
+
+def _startup_error(bring_up: asyncio.Task[None]) -> StartupError | None:
+    """The error that ended the bring-up, if it ended with one the server cannot serve past."""
+    if not bring_up.done() or bring_up.cancelled():
+        return None
+    exc = bring_up.exception()
+    return exc if isinstance(exc, StartupError) else None
+
+
+class _ExcludePaths(logging.Filter):
+    """Leaves requests to these paths out of the access log (vLLM's --disable-access-log-for-endpoints)."""
+
+    def __init__(self, paths: tuple[str, ...]) -> None:
+        super().__init__()
+        self.paths = frozenset(paths)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # uvicorn logs (client, method, full path with query, http version, status)
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            return args[2].split("?", 1)[0] not in self.paths
+        return True
+
+
+def _start_tracing(endpoint: str | None) -> Tracing | None:
+    """OpenTelemetry export to `endpoint` (`--otlp-traces-endpoint`); nothing imported without one."""
+    if endpoint is None:
+        return None
+    from vllm_server.tracing import Tracing
+
+    return Tracing.start(endpoint)
 
 
 #: How often a router re-reads its workers' LoRA adapters in the background (seconds).

@@ -52,14 +52,28 @@ class ServerState:
         if self._text is not None:
             return
         server = self.config.server
-        self._text = TextLlm(self.llm, tokenizer=server.tokenizer)
-        self._chat = ChatLlm(
-            self._text,
-            chat_template=server.chat_template,
-            content_format=server.chat_template_content_format,
-            parsers=server.parsers,
-            multimodal=_multimodal_options(server, self.llm.info()),
-        )
+        text = TextLlm(self.llm, tokenizer=server.tokenizer)
+        source = text.tokenizer_source
+        if isinstance(source, str) and not source:
+            self._chat = None  # token-only by design: the text routes answer NoTokenizer (501)
+        else:
+            try:
+                text.tokenizer  # noqa: B018  # loaded now: a tokenizer that cannot load fails the start-up
+            except Exception as exc:
+                raise StartupError(
+                    f"the tokenizer {str(source)!r} cannot be loaded ({exc}); it comes from "
+                    f"{'--tokenizer' if server.tokenizer is not None else 'the Llm (LlmInfo.tokenizer)'}: "
+                    "give --tokenizer (ServerConfig.tokenizer) a directory with a tokenizer.json"
+                ) from exc
+            self._chat = ChatLlm(
+                text,
+                chat_template=server.chat_template,
+                content_format=server.chat_template_content_format,
+                response_role=server.response_role,
+                parsers=server.parsers,
+                multimodal=_multimodal_options(server, self.llm.info()),
+            )
+        self._text = text
         info = self.llm.info()
         if self.engine is None:
             self.adopt_adapters(info)
@@ -74,8 +88,10 @@ class ServerState:
         return self._text
 
     def chat(self) -> ChatLlm:
-        """The chat layer; `Unavailable` until the Llm has started."""
+        """The chat layer; `Unavailable` until the Llm has started, `NoTokenizer` over a token-only Llm."""
         if self._chat is None:
+            if self._text is not None:
+                self._text.tokenizer  # noqa: B018  # raises NoTokenizer: there is no chat without one
             raise Unavailable("the model is not loaded yet")
         return self._chat
 
@@ -143,6 +159,10 @@ class ServerState:
         """Raise `Unavailable` when new requests cannot be taken now."""
         if self._draining:
             raise Unavailable("the server is shutting down")
+
+
+class StartupError(RuntimeError):
+    """The server cannot serve as configured (e.g. its tokenizer does not load); it stops at start-up."""
 
 
 def _multimodal_options(server: ServerConfig, info: LlmInfo) -> MultiModalOptions | None:

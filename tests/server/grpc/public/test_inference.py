@@ -211,7 +211,7 @@ async def test_requests_are_counted_in_the_metrics(
     worker: RunningServer, worker_client: PublicClient
 ) -> None:
     registry = worker.state.metrics.registry
-    labels = {"model_name": "tiny", "finished_reason": "length"}
+    labels = {"model_name": "tiny", "engine": "0", "finished_reason": "length"}
 
     def succeeded() -> float:
         return registry.get_sample_value("vllm:request_success_total", labels) or 0.0

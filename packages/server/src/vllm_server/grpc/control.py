@@ -8,14 +8,13 @@ service is absent, so calls get UNIMPLEMENTED). Abort goes through the text laye
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import grpc
 
 from vllm_llm import EngineCoreLlm
+from vllm_server.grpc.guarded import register_proto_service
 from vllm_server.grpc.proto import control_pb2 as pb
-from vllm_server.grpc.proto import control_pb2_grpc
 from vllm_server.grpc.status import ServicerContext, abort_call
 from vllm_server.state import ServerState
 
@@ -26,9 +25,6 @@ API_VERSION = "vllm"
 #: What a KvEventSource advertises: vLLM's ZMQ publisher sends msgpack event batches, schema 1.
 _KV_EVENTS_ENCODING = "msgpack"
 _KV_EVENTS_SCHEMA_VERSION = 1
-
-# The generated adder is untyped; this is the signature it has.
-_add_to_server: Callable[[object, grpc.aio.Server], None] = control_pb2_grpc.add_ControlServicer_to_server
 
 
 class ControlService:
@@ -43,8 +39,8 @@ class ControlService:
         self._engine = engine
 
     def register(self, server: grpc.aio.Server) -> None:
-        """Add the service to `server` (from the generated servicer table)."""
-        _add_to_server(self, server)
+        """Add the service to `server` (from the .proto's service, with guarded request decoding)."""
+        register_proto_service(server, self, pb.DESCRIPTOR.services_by_name["Control"])
 
     async def GetServerInfo(
         self, request: pb.GetServerInfoRequest, context: ServicerContext

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_health.v1.health import aio as health_aio
 
 from vllm_llm import Watch
+from vllm_server.grpc.guarded import register_proto_service
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -103,8 +104,8 @@ class LlmHealth:
         return self._services
 
     def register(self, server: grpc.aio.Server) -> None:
-        """Add `grpc.health.v1.Health` to `server`."""
-        health_pb2_grpc.add_HealthServicer_to_server(self._servicer, server)
+        """Add `grpc.health.v1.Health` to `server` (with guarded request decoding, as every service)."""
+        register_proto_service(server, self._servicer, health_pb2.DESCRIPTOR.services_by_name["Health"])
 
     async def start(self) -> None:
         """NOT_SERVING everywhere (the aio servicer starts `""` as SERVING), then follow readiness."""

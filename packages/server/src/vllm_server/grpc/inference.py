@@ -12,28 +12,25 @@ closes the text stream in `finally`, which aborts the request. Metrics are recor
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import NamedTuple
 
 import grpc
 
 from vllm_llm import InvalidRequest, TextDelta, TextStream, TokenLogprobs
+from vllm_server.grpc.guarded import register_proto_service
 from vllm_server.grpc.inference_request import output_options, text_request
 from vllm_server.grpc.inference_response import Responses
 from vllm_server.grpc.proto import inference_pb2 as pb
-from vllm_server.grpc.proto import inference_pb2_grpc
 from vllm_server.grpc.status import ServicerContext, abort_call
 from vllm_server.metrics import RequestMetrics
 from vllm_server.request_checks import check_finish, check_max_tokens, vllm_wording
 from vllm_server.served_model import resolve_model
 from vllm_server.state import ServerState
+from vllm_server.tracing import TRACE_HEADERS
 
 __all__ = ["INFERENCE_SERVICE", "InferenceService"]
 
 INFERENCE_SERVICE = "vllm.Inference"
-
-# The generated adder is untyped; this is the signature it has.
-_add_to_server: Callable[[object, grpc.aio.Server], None] = inference_pb2_grpc.add_InferenceServicer_to_server
 
 
 class _Started(NamedTuple):
@@ -52,8 +49,8 @@ class InferenceService:
         self._state = state
 
     def register(self, server: grpc.aio.Server) -> None:
-        """Add the service to `server` (from the generated servicer table)."""
-        _add_to_server(self, server)
+        """Add the service to `server` (from the .proto's service, with guarded request decoding)."""
+        register_proto_service(server, self, pb.DESCRIPTOR.services_by_name["Inference"])
 
     async def Generate(self, request: pb.GenerateRequest, context: ServicerContext) -> pb.GenerateResponse:
         """Generate one choice and return it whole."""
@@ -63,7 +60,7 @@ class InferenceService:
                     "num_sequences > 1 needs GenerateStream: a GenerateResponse holds one sequence",
                     param="num_sequences",
                 )
-            started = await self._start(request)
+            started = await self._start(request, context)
         except Exception as exc:
             await abort_call(context, exc, service=INFERENCE_SERVICE)
         try:
@@ -78,7 +75,7 @@ class InferenceService:
         async generator: a cancellation then always lands in this frame, so `finally` aborts the request.
         """
         try:
-            started = await self._start(request)
+            started = await self._start(request, context)
         except Exception as exc:
             await abort_call(context, exc, service=INFERENCE_SERVICE)
         stream, responses, metrics = started
@@ -110,7 +107,7 @@ class InferenceService:
             await stream.aclose()
             metrics.finish(reason)
 
-    async def _start(self, request: pb.GenerateRequest) -> _Started:
+    async def _start(self, request: pb.GenerateRequest, context: ServicerContext) -> _Started:
         """Validate and submit `request` (errors raise here, before any response)."""
         state = self._state
         state.check_accepting()
@@ -119,10 +116,17 @@ class InferenceService:
         check_max_tokens(request.stopping.max_new_tokens or None, "max_new_tokens", text.info().max_model_len)
         request_id = request.request_id or str(uuid.uuid4())
         lowered = text_request(request, text, request_id=request_id, lora_request=model.lora_request)
+        lowered.trace_headers = _trace_headers(context)
         with vllm_wording():
             stream = await text.generate(lowered)
-        metrics = state.metrics.start(len(stream.prompt_token_ids))
+        metrics = state.metrics.start(len(stream.prompt_token_ids), n=lowered.params.n)
         return _Started(stream, Responses(output_options(request), stream.prompt_token_ids), metrics)
+
+
+def _trace_headers(context: ServicerContext) -> dict[str, str] | None:
+    """The caller's W3C trace context in the call's metadata (vLLM's server takes it from HTTP headers)."""
+    found = {key: value for key, value in context.invocation_metadata() or () if key in TRACE_HEADERS}
+    return found or None
 
 
 async def _collect(started: _Started) -> pb.GenerateResponse:

@@ -57,8 +57,10 @@ def text_request(
     )
     return TextRequest(
         request_id=request_id,
-        prompt=_prompt(request, text),
+        prompt=_prompt(request),
         params=_params(request, extra_args),
+        # The text layer truncates (left, as vLLM's generation tokenizers); proto3 0 is unset.
+        truncate_prompt_tokens=request.truncate_prompt_tokens or None,
         lora_request=lora_request,
         cache_salt=kv.cache_salt or None,
         priority=request.priority,
@@ -68,17 +70,11 @@ def text_request(
     )
 
 
-def _prompt(request: pb.GenerateRequest, text: TextLlm) -> str | list[int]:
+def _prompt(request: pb.GenerateRequest) -> str | list[int]:
     which = request.WhichOneof("prompt")
     if which is None:
         raise InvalidRequest("a prompt (text or token_ids) is required", param="prompt")
-    prompt: str | list[int] = request.text if which == "text" else list(request.token_ids.ids)
-    keep = request.truncate_prompt_tokens
-    if keep:
-        # Keep the last `keep` tokens, as vLLM's truncate_prompt_tokens (left truncation).
-        ids = text.encode(prompt) if isinstance(prompt, str) else prompt
-        prompt = ids[-keep:]
-    return prompt
+    return request.text if which == "text" else list(request.token_ids.ids)
 
 
 def _params(request: pb.GenerateRequest, extra_args: dict[str, Any] | None) -> TextSamplingParams:

@@ -22,6 +22,7 @@ from vllm_server.errors import Unauthenticated
 from vllm_server.grpc.health import HEALTH_SERVICE, LlmHealth
 from vllm_server.grpc.llm_service import LlmService
 from vllm_server.grpc.status import abort_call
+from vllm_server.metrics import Metrics
 from vllm_server.tls import TlsConfig
 
 ServiceAdder = Callable[[grpc.aio.Server], None]
@@ -48,8 +49,9 @@ class GrpcFrontend:
         extra_services: Sequence[ServiceAdder] = (),
         health_services: Sequence[str] = (),
         info: Callable[[], LlmInfo] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
-        self._service = LlmService(llm, info)
+        self._service = LlmService(llm, info, metrics)
         self._health = LlmHealth(llm.subscribe_readiness(), (SERVICE_NAME, *health_services))
         self._api_key = api_key
         self._tls = tls

@@ -24,6 +24,7 @@ from vllm_llm.wire import (
     SERVICE_NAME,
     AbortRequest,
     AbortResponse,
+    FinishReason,
     GenerateRequest,
     InfoRequest,
     LlmInfo,
@@ -32,7 +33,9 @@ from vllm_llm.wire import (
     encode,
 )
 from vllm_remote_llm.protocol import ACCEPTED_METADATA
+from vllm_server.grpc.guarded import guarded_deserializer, method_handler
 from vllm_server.grpc.status import ServicerContext, abort_call
+from vllm_server.metrics import Metrics, finish_reason_name
 
 
 class LlmService:
@@ -41,9 +44,13 @@ class LlmService:
     _llm: Llm
     _draining: bool
 
-    def __init__(self, llm: Llm, info: Callable[[], LlmInfo] | None = None) -> None:
+    def __init__(
+        self, llm: Llm, info: Callable[[], LlmInfo] | None = None, metrics: Metrics | None = None
+    ) -> None:
         self._llm = llm
         self._info = info or llm.info
+        #: The server's metrics: a routed request counts on the worker that ran it.
+        self._metrics = metrics
         self._draining = False
 
     def register(self, server: grpc.aio.Server) -> None:
@@ -74,14 +81,28 @@ class LlmService:
             stream = await self._llm.generate(request)
         except Exception as exc:
             await abort_call(context, exc, service=SERVICE_NAME)
+        metrics = self._metrics
+        recorded = None
+        if metrics is not None:
+            stream = metrics.tap(stream, request)
+            recorded = metrics.start(len(request.prompt_token_ids))
+        reason: FinishReason | None = None
         try:
             await context.send_initial_metadata(ACCEPTED_METADATA)
             async for out in stream:
+                if recorded is not None:
+                    recorded.tokens(len(out.token_ids))
+                # An abort the engine did not finish (a client's, made here) is not a finished request
+                # to vLLM's metrics; the engine's own aborts come with its timings.
+                if out.finish_reason is not FinishReason.ABORT or out.timings is not None:
+                    reason = out.finish_reason
                 await context.write(out)
         except Exception as exc:
             await abort_call(context, exc, service=SERVICE_NAME)
         finally:
             await stream.aclose()
+            if recorded is not None:
+                recorded.finish(finish_reason_name(reason))
 
     async def Info(self, request: InfoRequest, context: ServicerContext) -> LlmInfo:
         """The Llm's `LlmInfo`, with what the server adds (the LoRA adapters it serves)."""
@@ -109,49 +130,23 @@ class LlmService:
         return AbortResponse()
 
 
-class _Undecodable:
-    """What the request deserializer returns for bytes that are not the method's request type."""
-
-    __slots__ = ("message",)
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-
-
 def _request_decoder(t: type[Any]) -> Callable[[bytes], Any]:
-    """A deserializer that never raises: a failure becomes an `_Undecodable` the handler rejects.
+    """A deserializer that never raises: a failure becomes an `Undecodable` the handler rejects.
 
-    grpc.aio would end a call whose deserializer raises with UNKNOWN and the exception's class and text.
+    The wire's decoder refuses extension types other than the tensor's (no pickle here); its
+    DecodeError covers ValidationError and ForeignExtension.
     """
-    typed = decoder(t)  # the wire's: it refuses extension types other than the tensor's (no pickle here)
-    what = f"the request is not a valid {t.__name__}"
-
-    def decode(raw: bytes) -> Any:
-        try:
-            return typed.decode(raw)
-        except msgspec.DecodeError as exc:  # ValidationError and ForeignExtension included
-            return _Undecodable(f"{what}: {exc}")
-        except RecursionError:
-            return _Undecodable(f"{what}: nested too deeply")
-
-    return decode
+    return guarded_deserializer(decoder(t).decode, t.__name__, (msgspec.DecodeError,))
 
 
 def _method_handler(
     method: MethodSpec[Any, Any], behaviour: Callable[[Any, ServicerContext], Awaitable[Any]]
 ) -> grpc.RpcMethodHandler:
     """The grpcio handler of one method of the table: decode, reject what did not decode, serve."""
-
-    async def guarded(request: Any, context: ServicerContext) -> Any:
-        if isinstance(request, _Undecodable):
-            await abort_call(context, InvalidRequest(request.message), service=SERVICE_NAME)
-        return await behaviour(request, context)
-
-    make = (
-        grpc.unary_stream_rpc_method_handler
-        if method.streaming == "server"
-        else grpc.unary_unary_rpc_method_handler
-    )
-    return make(
-        guarded, request_deserializer=_request_decoder(method.request_type), response_serializer=encode
+    return method_handler(
+        behaviour,
+        streaming=method.streaming == "server",
+        deserializer=_request_decoder(method.request_type),
+        serializer=encode,
+        service=SERVICE_NAME,
     )

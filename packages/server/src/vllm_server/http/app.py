@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -12,15 +13,23 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vllm_llm import LlmError
 from vllm_server.errors import BadRequest, RequestError, error_body, http_exception_error, map_error
-from vllm_server.http.middleware import ApiKeyMiddleware, BodyLimitMiddleware, LoadMiddleware
+from vllm_server.http.middleware import (
+    ApiKeyMiddleware,
+    BodyLimitMiddleware,
+    LoadMiddleware,
+    RequestIdMiddleware,
+)
 from vllm_server.http.routes import route_table
 from vllm_server.state import ServerState
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 logger = logging.getLogger(__name__)
 
 
-def build_app(state: ServerState) -> FastAPI:
-    """The FastAPI app over `state`."""
+def build_app(state: ServerState, *, tracer: Tracer | None = None) -> FastAPI:
+    """The FastAPI app over `state`; with `tracer`, a span per HTTP request (`--otlp-traces-endpoint`)."""
     server = state.config.server
     app = FastAPI(title="vLLM frontend", docs_url=None, redoc_url=None)
 
@@ -41,6 +50,11 @@ def build_app(state: ServerState) -> FastAPI:
     if server.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=server.api_key)
     app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_request_body_bytes)
+    app.add_middleware(RequestIdMiddleware)  # outermost: errors of the middleware above carry it too
+    if tracer is not None:
+        from vllm_server.http.tracing import TracingMiddleware
+
+        app.add_middleware(TracingMiddleware, tracer=tracer)  # around everything: the request's whole time
     return app
 
 

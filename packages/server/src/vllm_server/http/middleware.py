@@ -1,9 +1,10 @@
-"""Plain ASGI middleware: API-key auth, body size limit, server load and HTTP metrics."""
+"""Plain ASGI middleware: API-key auth, body size limit, server load and HTTP metrics, X-Request-Id."""
 
 from __future__ import annotations
 
 import hmac
 import json
+import secrets
 from collections.abc import Awaitable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -107,3 +108,36 @@ class LoadMiddleware:
             route = scope.get("route")
             handler = getattr(route, "path", "unmatched")
             self.metrics.http_requests.labels(handler, scope["method"], str(status)).inc()
+
+
+#: Where a route records the request id it used (`scope["state"]`), for the X-Request-Id response header.
+REQUEST_ID_KEY = "request_id"
+
+
+class RequestIdMiddleware:
+    """Every response carries `X-Request-Id`: the client's, else the id the route used, else a new one.
+
+    vLLM's `--enable-request-id-headers` echoes the client's header or a fresh uuid. Ours is always on
+    and, without a client header, names the id the request ran under (the body's `request_id` or the
+    one generated for it), so the header finds the request in the request log and in traces.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
+
+        def with_id(message: Message) -> Awaitable[None]:
+            if message["type"] == "http.response.start":
+                request_id = given
+                if request_id is None:
+                    used = scope.get("state", {}).get(REQUEST_ID_KEY)
+                    request_id = used.encode() if used else secrets.token_hex(16).encode()
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            return send(message)
+
+        await self.app(scope, receive, with_id)

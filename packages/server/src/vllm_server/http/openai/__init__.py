@@ -13,6 +13,7 @@ from vllm_server.http.openai.completion_output import CompletionOutput, start_st
 from vllm_server.http.openai.completion_request import CompletionRequest
 from vllm_server.http.openai.generate_output import TokensOutput
 from vllm_server.http.openai.generate_request import GenerateBody
+from vllm_server.http.openai.options import ServingOptions, session_header
 from vllm_server.http.openai.raw_stream import RawTokenStream
 from vllm_server.http.openai.request_id import base_request_id
 from vllm_server.http.openai.sse import event_stream
@@ -26,6 +27,7 @@ __all__ = [
     "DetokenizeBody",
     "GenerateBody",
     "RawTokenStream",
+    "ServingOptions",
     "TokenizeBody",
     "TokensOutput",
     "base_request_id",
@@ -33,5 +35,6 @@ __all__ = [
     "encode",
     "event_stream",
     "json_response",
+    "session_header",
     "start_streams",
 ]

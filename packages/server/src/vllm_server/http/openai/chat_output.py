@@ -15,6 +15,7 @@ from vllm_server.http.openai.chat_request import ChatCompletionRequest
 from vllm_server.http.openai.choices import collect_choices
 from vllm_server.http.openai.codec import encode
 from vllm_server.http.openai.logprobs import chat_logprobs, prompt_logprobs_json
+from vllm_server.http.openai.options import DEFAULT_OPTIONS, ServingOptions
 from vllm_server.http.openai.sse import DONE, close_shielded, error_event, event
 from vllm_server.http.openai.usage import usage_json
 from vllm_server.metrics import RequestMetrics
@@ -34,8 +35,11 @@ class ChatOutput:
         request_id: str,
         model: str,
         metrics: RequestMetrics,
+        options: ServingOptions = DEFAULT_OPTIONS,
     ) -> None:
         self.body = body
+        self.options = options
+        self.as_ids = body.tokens_as_ids(options.return_tokens_as_token_ids)
         self.stream = stream
         self.request_id = request_id
         self.model = model
@@ -48,7 +52,7 @@ class ChatOutput:
 
     async def frames(self) -> AsyncIterator[bytes]:
         """The SSE frames: role chunks, one chunk per delta, the usage chunk if asked for, then [DONE]."""
-        include_usage, continuous = self.body.usage_options()
+        include_usage, continuous = self.body.usage_options(self.options.force_include_usage)
         produced = [0] * self.n
         reasoning = [0] * self.n
         outputs: list[list[int]] = [[] for _ in range(self.n)]
@@ -119,6 +123,8 @@ class ChatOutput:
                     chunk["usage"] = usage_json(self.prompt_tokens, 0)
                 if self.body.return_token_ids and "role" in delta:
                     chunk["prompt_token_ids"] = self.stream.prompt.prompt_token_ids
+                if self.body.return_prompt_text and "role" in delta:
+                    chunk["prompt_text"] = self.stream.prompt.prompt
                 frames.append(event(encode(chunk)))
         return frames
 
@@ -130,7 +136,9 @@ class ChatOutput:
             return None  # nothing yet (vLLM's chunked-prefill case)
         hide = parsing and not body.include_reasoning  # vLLM hides per-token metadata with the reasoning
         logprobs = (
-            chat_logprobs(d.logprobs or (), body.num_top_logprobs) if body.logprobs and not hide else None
+            chat_logprobs(d.logprobs or (), body.shown_top_logprobs, as_ids=self.as_ids)
+            if body.logprobs and not hide
+            else None
         )
         token_ids = body.return_token_ids and not hide
         if nothing and d.finish_reason is None and logprobs is None and not token_ids:
@@ -172,6 +180,7 @@ class ChatOutput:
             prompt_logprobs_json(got.prompt_logprobs) if body.prompt_logprobs is not None else None
         )
         out["prompt_token_ids"] = self.stream.prompt.prompt_token_ids if body.return_token_ids else None
+        out["prompt_text"] = self.stream.prompt.prompt if body.return_prompt_text else None
         out["kv_transfer_params"] = got.kv_transfer_params
         return out
 
@@ -202,7 +211,9 @@ class ChatOutput:
         message["reasoning"] = c.reasoning
         hide = self.stream.parsing and not body.include_reasoning  # vLLM's suppress_metadata
         logprobs = (
-            chat_logprobs(c.logprobs or (), body.num_top_logprobs) if body.logprobs and not hide else None
+            chat_logprobs(c.logprobs or (), body.shown_top_logprobs, as_ids=self.as_ids)
+            if body.logprobs and not hide
+            else None
         )
         return {
             "index": c.index,

@@ -13,7 +13,7 @@ from vllm_server.http.openai.sampling import SamplingFields
 from vllm_server.http.openai.tools import ChatTool, tool_dicts
 from vllm_server.request_checks import check_max_tokens
 
-__all__ = ["ChatCompletionRequest", "check_generation_prompt"]
+__all__ = ["ChatCompletionRequest", "check_generation_prompt", "check_mm_kwargs"]
 
 
 class ChatCompletionRequest(SamplingFields, kw_only=True):
@@ -30,7 +30,6 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     parallel_tool_calls: bool | None = True
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     include_reasoning: bool = True
-    thinking_token_budget: int | None = None
     echo: bool = False
     add_generation_prompt: bool = True
     continue_final_message: bool = False
@@ -39,11 +38,19 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     chat_template: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     mm_processor_kwargs: dict[str, Any] | None = None
+    media_io_kwargs: dict[str, dict[str, Any]] | None = None
+    return_prompt_text: bool | None = None
 
     @property
     def num_top_logprobs(self) -> int:
         """top_logprobs (null is 0)."""
         return self.top_logprobs or 0
+
+    @property
+    def shown_top_logprobs(self) -> int:
+        """How many candidates each logprobs entry shows: all of them for explicit logprob_token_ids
+        (vLLM's return_all), else top_logprobs."""
+        return -1 if self.logprob_token_ids else self.num_top_logprobs
 
     @property
     def output_token_limit(self) -> tuple[int | None, str]:
@@ -52,8 +59,12 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
             return self.max_completion_tokens, "max_completion_tokens"
         return self.max_tokens, "max_tokens"
 
-    def check(self, max_model_len: int) -> None:
+    def check(self, max_model_len: int, *, trust_mm_kwargs: bool = False) -> None:
         """vLLM's validators of this request."""
+        if self.logprob_token_ids and not self.logprobs and not self.use_beam_search:
+            raise BadRequest(
+                "when using `logprob_token_ids`, `logprobs` must be set to true.", param="logprob_token_ids"
+            )
         self.check_common()
         k = self.top_logprobs
         if k is not None:
@@ -70,9 +81,10 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
                 param="chat_template",
             )
         self._check_tools()
-        self._check_thinking_token_budget()
         check_generation_prompt(self.add_generation_prompt, self.continue_final_message)
         check_max_tokens(*self.output_token_limit, max_model_len)
+        if not trust_mm_kwargs:
+            check_mm_kwargs(self.mm_processor_kwargs, self.media_io_kwargs)
 
     @property
     def effective_tool_choice(self) -> str | dict[str, Any] | None:
@@ -129,14 +141,6 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
                 param="tool_choice",
             )
 
-    def _check_thinking_token_budget(self) -> None:
-        budget = self.thinking_token_budget
-        if budget is not None and budget < -1:
-            raise BadRequest(
-                "`thinking_token_budget` must be a non-negative integer or -1 for unlimited.",
-                param="thinking_token_budget",
-            )
-
     @property
     def chat_tool_choice(self) -> ToolChoice | None:
         """tool_choice for the chat layer."""
@@ -147,8 +151,10 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
             return choice  # type: ignore[return-value]
         return None
 
-    def chat_request(self, request_id: str, lora_request: LoraRequest | None) -> ChatRequest:
-        """The chat-layer request."""
+    def chat_request(
+        self, request_id: str, lora_request: LoraRequest | None, *, session_id: str | None = None
+    ) -> ChatRequest:
+        """The chat-layer request (`session_id` as `session` resolved it)."""
         prompt_logprobs = self.prompt_logprobs
         if prompt_logprobs is None and self.echo:
             prompt_logprobs = self.num_top_logprobs
@@ -157,7 +163,6 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
             logprobs=self.num_top_logprobs if self.logprobs else None,
             prompt_logprobs=prompt_logprobs,
         )
-        params.thinking_token_budget = self.thinking_token_budget
         return ChatRequest(
             request_id=request_id,
             messages=self.messages,
@@ -177,6 +182,11 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
             priority=self.priority,
             kv_transfer_params=self.kv_transfer_params,
             mm_processor_kwargs=self.mm_processor_kwargs,
+            media_io_kwargs=self.media_io_kwargs,
+            truncate_prompt_tokens=self.truncate_prompt_tokens,
+            truncation_side=self.truncation_side,
+            session_id=session_id,
+            ec_transfer_params=self.ec_transfer_params or None,
         )
 
     def echoed_content(self, role: str) -> str:
@@ -197,4 +207,24 @@ def check_generation_prompt(add_generation_prompt: bool, continue_final_message:
         raise BadRequest(
             "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
             param="continue_final_message",
+        )
+
+
+def check_mm_kwargs(
+    mm_processor_kwargs: dict[str, Any] | None, media_io_kwargs: dict[str, dict[str, Any]] | None
+) -> None:
+    """vLLM's validate_request_mm_kwargs for a server without --trust-request-mm-kwargs."""
+    if mm_processor_kwargs:
+        raise BadRequest(
+            "Per-request mm_processor_kwargs are disabled by default because they can change multimodal "
+            "preprocessing resource usage. Start the server with --trust-request-mm-kwargs only when "
+            "clients are trusted.",
+            param="mm_processor_kwargs",
+        )
+    if media_io_kwargs:
+        raise BadRequest(
+            "Per-request media_io_kwargs are disabled by default because they can change multimodal media "
+            "loading resource usage. Start the server with --trust-request-mm-kwargs only when clients are "
+            "trusted.",
+            param="media_io_kwargs",
         )

@@ -16,6 +16,7 @@ from vllm_server.http.openai.codec import encode
 from vllm_server.http.openai.completion_request import CompletionRequest
 from vllm_server.http.openai.logprobs import completion_logprobs, prompt_logprobs_json
 from vllm_server.http.openai.merge import MergedStreams
+from vllm_server.http.openai.options import DEFAULT_OPTIONS, ServingOptions
 from vllm_server.http.openai.sse import DONE, close_shielded, error_event, event
 from vllm_server.http.openai.usage import usage_json, usage_of
 from vllm_server.metrics import RequestMetrics
@@ -51,8 +52,11 @@ class CompletionOutput:
         request_id: str,
         model: str,
         metrics: RequestMetrics,
+        options: ServingOptions = DEFAULT_OPTIONS,
     ) -> None:
         self.body = body
+        self.options = options
+        self.as_ids = body.tokens_as_ids(options.return_tokens_as_token_ids)
         self.text = text
         self.prompts = [r.prompt for r in requests]
         self.streams = list(streams)
@@ -68,7 +72,7 @@ class CompletionOutput:
 
     async def frames(self) -> AsyncIterator[bytes]:
         """The SSE frames: one chunk per delta, the usage chunk if asked for, then [DONE]."""
-        include_usage, continuous = self.body.usage_options()
+        include_usage, continuous = self.body.usage_options(self.options.force_include_usage)
         prompt_lens = [len(s.prompt_token_ids) for s in self.streams]
         produced = [0] * self.num_choices
         cached = [0] * len(self.streams)
@@ -127,9 +131,14 @@ class CompletionOutput:
             "finish_reason": d.finish_reason,
             "stop_reason": d.stop_reason,
         }
-        if body.logprobs is not None:
+        if body.shown_logprobs is not None:
             choice["logprobs"], offsets[i] = completion_logprobs(
-                token_ids, positions or [], body.logprobs, self._decode_one, offsets[i]
+                token_ids,
+                positions or [],
+                body.shown_logprobs,
+                self._decode_one,
+                offsets[i],
+                as_ids=self.as_ids,
             )
         if body.return_token_ids:
             choice["prompt_token_ids"] = d.prompt_token_ids
@@ -186,8 +195,10 @@ class CompletionOutput:
         if body.echo:
             text, token_ids, positions = self._echoed(p, text, token_ids, positions, prompt_logprobs)
         logprobs = None
-        if body.logprobs is not None:
-            logprobs, _ = completion_logprobs(token_ids, positions or [], body.logprobs, self._decode_one)
+        if body.shown_logprobs is not None:
+            logprobs, _ = completion_logprobs(
+                token_ids, positions or [], body.shown_logprobs, self._decode_one, as_ids=self.as_ids
+            )
         return_ids = bool(body.return_token_ids)
         return {
             "index": i,

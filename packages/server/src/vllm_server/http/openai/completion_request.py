@@ -27,20 +27,58 @@ class CompletionRequest(SamplingFields, kw_only=True):
     max_tokens: int | None = 16
     suffix: str | None = None
     add_special_tokens: bool = True
+    prompt_embeds: str | list[str] | None = None
+    """Base64 tensors; refused (see `check_prompt_embeds`)."""
 
     def __post_init__(self) -> None:
         # vLLM's normalize_null_max_tokens: an explicit null is the default 16.
         if self.max_tokens is None:
             self.max_tokens = 16
 
-    def check(self, max_model_len: int) -> None:
-        """vLLM's validators of this request."""
+    def check(self, max_model_len: int, *, prompt_embeds_enabled: bool | None = None) -> None:
+        """vLLM's validators of this request (`prompt_embeds_enabled`: whether the engine takes them,
+        None when the server does not know)."""
+        ids = self.logprob_token_ids
+        if ids and not self.use_beam_search:
+            if self.echo and self.max_tokens == 0:
+                raise BadRequest(
+                    "`logprob_token_ids` is not supported when `echo=True` and `max_tokens=0` because no "
+                    "output tokens are generated.",
+                    param="logprob_token_ids",
+                )
+            if self.logprobs is None:
+                raise BadRequest(
+                    "when using `logprob_token_ids`, `logprobs` must be set.", param="logprob_token_ids"
+                )
         self.check_common()
         if self.logprobs is not None and self.logprobs < -1:
             raise BadRequest("`logprobs` must be a positive value or -1.", param="logprobs")
         if self.suffix:
             raise BadRequest("suffix is not supported by this model", param="suffix")
+        self.check_prompt_embeds(prompt_embeds_enabled)
         check_max_tokens(self.max_tokens, "max_tokens", max_model_len)
+
+    def check_prompt_embeds(self, enabled: bool | None) -> None:
+        """Prompt embeddings (alone or beside a prompt) are refused: with vLLM's messages where vLLM
+        refuses them, else as not supported by this server (it does not decode tensors)."""
+        if not self.prompt_embeds:
+            return
+        if self.echo:
+            raise BadRequest("Echo is unsupported with prompt embeds.")
+        if self.prompt_logprobs is not None:
+            raise BadRequest("prompt_logprobs is not compatible with prompt embeds.")
+        if enabled is False:
+            raise BadRequest(
+                "You must set `--enable-prompt-embeds` to input `prompt_embeds`.", param="prompt_embeds"
+            )
+        raise BadRequest("prompt_embeds is not supported by this server", param="prompt_embeds")
+
+    @property
+    def shown_logprobs(self) -> int | None:
+        """How many candidates each logprobs entry shows: all for explicit logprob_token_ids."""
+        if self.logprobs is not None and self.logprob_token_ids:
+            return -1
+        return self.logprobs
 
     def prompts(self) -> list[Prompt]:
         """The prompts: one text, texts, one token list, or token lists."""
@@ -64,7 +102,9 @@ class CompletionRequest(SamplingFields, kw_only=True):
             param="prompt",
         )
 
-    def text_requests(self, request_id: str, lora_request: LoraRequest | None) -> list[TextRequest]:
+    def text_requests(
+        self, request_id: str, lora_request: LoraRequest | None, *, session_id: str | None = None
+    ) -> list[TextRequest]:
         """One text request per prompt (`f"{request_id}-{i}"`, as vLLM)."""
         echo_only = bool(self.echo) and self.max_tokens == 0
         prompt_logprobs = self.prompt_logprobs
@@ -86,6 +126,10 @@ class CompletionRequest(SamplingFields, kw_only=True):
                 cache_salt=self.cache_salt,
                 priority=self.priority,
                 kv_transfer_params=self.kv_transfer_params,
+                truncate_prompt_tokens=self.truncate_prompt_tokens,
+                truncation_side=self.truncation_side,
+                session_id=session_id,
+                ec_transfer_params=self.ec_transfer_params or None,
             )
             for i, prompt in enumerate(self.prompts())
         ]

@@ -3,6 +3,8 @@
 `TokenLogprobs.candidates` is vLLM's per-position dict in order (the chosen token first, then the top-k):
 completions report `candidates[:k + 1]` as a token → logprob map (vLLM's `>= i`), chat `candidates[:k]`
 with UTF-8 bytes, tokens in / tokens out `candidates[:max(k, 1)]` with ids and ranks. -inf is -9999.0.
+With `as_ids` (vLLM's return_tokens_as_token_ids) every token reads "token_id:N"; chat's `bytes` of the
+chosen token stay its decoded text's, as vLLM's.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ __all__ = [
     "prompt_logprobs_json",
     "row_candidates",
     "token_id_logprobs",
+    "token_id_placeholder",
 ]
 
 _FLOOR = -9999.0
@@ -29,14 +32,23 @@ def _clamp(logprob: float) -> float:
     return _FLOOR if logprob != logprob else max(logprob, _FLOOR)
 
 
+def token_id_placeholder(token_id: int) -> str:
+    """vLLM's format_token_id_placeholder."""
+    return f"token_id:{token_id}"
+
+
 def completion_logprobs(
     token_ids: Sequence[int],
     positions: Sequence[TokenLogprobs | None],
     k: int,
     decode: Callable[[int], str],
     offset: int = 0,
+    *,
+    as_ids: bool = False,
 ) -> tuple[dict[str, Any], int]:
     """The completions `logprobs` object and the text offset after it (streams continue from there)."""
+    if as_ids:
+        decode = token_id_placeholder
     tokens: list[str] = []
     token_logprobs: list[float | None] = []
     top: list[dict[str, float] | None] = []
@@ -47,10 +59,12 @@ def completion_logprobs(
             token_logprobs.append(None)
             top.append(None)
         else:
-            token = position.token
+            token = token_id_placeholder(position.token_id) if as_ids else position.token
             token_logprobs.append(_clamp(position.logprob))
             shown = position.candidates if k == -1 else position.candidates[: k + 1]
-            top.append({c.token: _clamp(c.logprob) for c in shown})
+            top.append(
+                {(token_id_placeholder(c.token_id) if as_ids else c.token): _clamp(c.logprob) for c in shown}
+            )
         tokens.append(token)
         offsets.append(offset)
         offset += len(token)
@@ -58,24 +72,27 @@ def completion_logprobs(
     return body, offset
 
 
-def chat_logprobs(positions: Sequence[TokenLogprobs], k: int) -> dict[str, Any]:
+def chat_logprobs(positions: Sequence[TokenLogprobs], k: int, *, as_ids: bool = False) -> dict[str, Any]:
     """The chat `logprobs` object ({"content": [...]}) for `top_logprobs=k`."""
     content = []
     for p in positions:
         shown = p.candidates if k == -1 else p.candidates[:k]
+        top = []
+        for c in shown:
+            token = token_id_placeholder(c.token_id) if as_ids else c.token
+            top.append(
+                {
+                    "token": token,
+                    "logprob": _clamp(c.logprob),
+                    "bytes": list(token.encode("utf-8", errors="replace")),
+                }
+            )
         content.append(
             {
-                "token": p.token,
+                "token": token_id_placeholder(p.token_id) if as_ids else p.token,
                 "logprob": _clamp(p.logprob),
                 "bytes": list(p.token.encode("utf-8", errors="replace")),
-                "top_logprobs": [
-                    {
-                        "token": c.token,
-                        "logprob": _clamp(c.logprob),
-                        "bytes": list(c.token.encode("utf-8", errors="replace")),
-                    }
-                    for c in shown
-                ],
+                "top_logprobs": top,
             }
         )
     return {"content": content}

@@ -6,6 +6,8 @@ import secrets
 
 from fastapi import Request
 
+from vllm_server.http.middleware import REQUEST_ID_KEY
+
 __all__ = ["base_request_id"]
 
 
@@ -14,4 +16,6 @@ def base_request_id(request: Request, given: str | None) -> str:
     header = request.headers.get("x-request-id")
     if header is not None:
         return header
-    return given or secrets.token_hex(16)
+    request_id = given or secrets.token_hex(16)
+    setattr(request.state, REQUEST_ID_KEY, request_id)  # the X-Request-Id response header names it
+    return request_id

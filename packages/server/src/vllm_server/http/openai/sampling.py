@@ -3,6 +3,11 @@
 `response_format` (json_schema / json_object / structural_tag) and `structured_outputs` become the wire
 `StructuredOutputs`, response_format overriding as vLLM's `structured_outputs_from_response_format`. The
 removed `guided_*` fields are ignored, as vLLM 0.32 ignores them.
+
+Fields vLLM 0.32 takes and ignores on these routes are taken and ignored here too (each says where vLLM
+shows it): `user`, `watermarking` (no engine here has a watermark config), `length_penalty` (beam
+search only), `routed_experts_prompt_start` (no routed-expert output), `return_token_offsets`,
+`mm_payload`, `return_mm_kwargs` (render routes only).
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     temperature: float | None = None
     top_p: float | None = None
     user: str | None = None
+    """Ignored, as vLLM ("NOTE this will be ignored by vLLM", chat_completion/protocol.py)."""
     use_beam_search: bool = False
     top_k: int | None = None
     min_p: float | None = None
@@ -106,23 +112,65 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     repetition_detection: RepetitionDetection | None = None
     return_token_ids: bool | None = None
     stream_interval: int | None = None
+    thinking_token_budget: int | None = None
+    truncate_prompt_tokens: int | None = None
+    truncation_side: Literal["left", "right"] | None = None
+    logprob_token_ids: list[int] | None = None
+    session_id: str | None = None
+    ec_transfer_params: dict[str, Any] | None = None
+    return_tokens_as_token_ids: bool | None = None
+    watermarking: bool | None = None
+    """Ignored: vLLM applies it only on an engine with a watermark config (VllmConfig.
+    _check_supports_watermarking returns False without one), which no engine of this server has."""
+    length_penalty: float = 1.0
+    """Ignored: vLLM reads it only for beam search (to_beam_search_params), refused here."""
+    routed_experts_prompt_start: int = 0
+    """Ignored: vLLM reads it only with --enable-return-routed-experts, which this server lacks."""
+    return_token_offsets: bool | None = False
+    """Ignored, as vLLM: "ignored on regular generation endpoints" (its field description)."""
+    mm_payload: Literal["tensors", "none"] = "tensors"
+    """Ignored, as vLLM: "Ignored on regular generation endpoints" (its field description)."""
+    return_mm_kwargs: bool | None = None
+    """Ignored, as vLLM: a deprecated alias of mm_payload."""
 
     @property
     def streaming(self) -> bool:
         """Whether the response is streamed."""
         return bool(self.stream)
 
-    def usage_options(self) -> tuple[bool, bool]:
-        """(include_usage, continuous_usage_stats), as vLLM's should_include_usage."""
+    def usage_options(self, force: bool = False) -> tuple[bool, bool]:
+        """(include_usage, continuous_usage_stats), as vLLM's should_include_usage: both when the server
+        forces usage (--enable-force-include-usage), else as stream_options asks."""
+        if force:
+            return True, True
         options = self.stream_options
         if options is None or not options.include_usage:
             return False, False
         return True, bool(options.continuous_usage_stats)
 
+    def tokens_as_ids(self, server_default: bool) -> bool:
+        """Whether logprob tokens read "token_id:N": the request's choice, else the server's flag."""
+        given = self.return_tokens_as_token_ids
+        return server_default if given is None else given
+
+    def session(self, header: str | None) -> str | None:
+        """vLLM's _get_session_id: the body's session_id, else the X-Session-ID header, else
+        vllm_xargs["session_id"] (a non-empty string)."""
+        if self.session_id:
+            return self.session_id
+        if header:
+            return header
+        value = (self.vllm_xargs or {}).get("session_id")
+        return value if isinstance(value, str) and value else None
+
     def check_common(self) -> None:
         """vLLM's request-level validators shared by both APIs."""
         if self.stream_options is not None and not self.stream:
             raise BadRequest("Stream options can only be defined when `stream=True`.", param="stream_options")
+        if self.logprob_token_ids and self.use_beam_search:
+            raise BadRequest(
+                "`logprob_token_ids` is not supported with beam search.", param="logprob_token_ids"
+            )
         if self.use_beam_search:
             raise BadRequest("beam search is not supported by this server", param="use_beam_search")
         k = self.prompt_logprobs
@@ -134,6 +182,22 @@ class SamplingFields(msgspec.Struct, kw_only=True):
             if k < -1:
                 raise BadRequest("`prompt_logprobs` must be a positive value or -1.", param="prompt_logprobs")
         _check_cache_salt(self.cache_salt)
+        budget = self.thinking_token_budget
+        if budget is not None and budget < -1:
+            raise BadRequest(
+                "`thinking_token_budget` must be a non-negative integer or -1 for unlimited.",
+                param="thinking_token_budget",
+            )
+        if self.truncate_prompt_tokens is not None and self.truncate_prompt_tokens < -1:
+            raise BadRequest(
+                "`truncate_prompt_tokens` must be greater than or equal to -1.",
+                param="truncate_prompt_tokens",
+            )
+        if self.routed_experts_prompt_start < 0:
+            raise BadRequest(
+                "`routed_experts_prompt_start` must be greater than or equal to 0.",
+                param="routed_experts_prompt_start",
+            )
         rf = self.response_format
         if rf is not None and rf.type == "json_schema" and rf.json_schema is None:
             raise BadRequest(
@@ -180,6 +244,8 @@ class SamplingFields(msgspec.Struct, kw_only=True):
             repetition_detection=self.repetition_detection,
             extra_args=self.vllm_xargs or None,
             stream_interval=self.stream_interval,
+            thinking_token_budget=self.thinking_token_budget,
+            logprob_token_ids=self.logprob_token_ids or None,
         )
 
 

@@ -3,10 +3,17 @@
 A streaming generator closes its stream in `finally` with `close_shielded`: when the client goes away,
 Starlette cancels the generator through an anyio cancel scope, which would otherwise cancel the cleanup's
 own awaits too (and leave the engine request running).
+
+With a keep-alive interval (vLLM's --sse-keep-alive-interval), `event_stream` sends vLLM's comment
+line `: keep-alive` whenever the frames have been silent that long; with none, the frames pass as they
+are (no task, no timer).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import math
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -16,9 +23,11 @@ from fastapi.responses import StreamingResponse
 from vllm_server.errors import error_body, map_error
 from vllm_server.http.openai.codec import encode
 
-__all__ = ["DONE", "Closable", "close_shielded", "error_event", "event", "event_stream"]
+__all__ = ["DONE", "KEEP_ALIVE", "Closable", "close_shielded", "error_event", "event", "event_stream"]
 
 DONE = b"data: [DONE]\n\n"
+#: vLLM's SSE_KEEP_ALIVE_COMMENT.
+KEEP_ALIVE = b": keep-alive\n\n"
 
 
 class Closable(Protocol):
@@ -43,6 +52,38 @@ async def close_shielded(stream: Closable) -> None:
         await stream.aclose()
 
 
-def event_stream(frames: AsyncIterator[bytes]) -> StreamingResponse:
-    """The `text/event-stream` response over `frames`."""
+def event_stream(frames: AsyncIterator[bytes], keep_alive: float = 0.0) -> StreamingResponse:
+    """The `text/event-stream` response over `frames`, with keep-alive comments every `keep_alive`
+    seconds of silence when that is positive and finite."""
+    if 0 < keep_alive < math.inf:
+        frames = _with_keep_alive(frames, keep_alive)
     return StreamingResponse(frames, media_type="text/event-stream")
+
+
+async def _with_keep_alive(frames: AsyncIterator[bytes], interval: float) -> AsyncIterator[bytes]:
+    """`frames`, and `KEEP_ALIVE` after each `interval` without one (vLLM's with_sse_keep_alive).
+
+    One task advances `frames` at a time and a timeout never cancels it mid-step; when the response
+    ends early (client gone) the pending step is cancelled, which runs the frames' own cleanup.
+    """
+    step: asyncio.Task[bytes] = asyncio.ensure_future(anext(frames))
+    try:
+        while True:
+            done, _ = await asyncio.wait({step}, timeout=interval)
+            if not done:
+                yield KEEP_ALIVE
+                continue
+            try:
+                frame = step.result()
+            except StopAsyncIteration:
+                return
+            yield frame
+            step = asyncio.ensure_future(anext(frames))
+    finally:
+        step.cancel()
+        with contextlib.suppress(BaseException):
+            await step
+        aclose = getattr(frames, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(BaseException):
+                await aclose()

@@ -39,7 +39,7 @@ def generate(state: ServerState) -> Handler:
         request = body.text_request(request_id, model.lora_request)
         with vllm_wording():
             stream = await _start(text, request, raw_tokens=body.raw_tokens_suffice)
-        metrics = state.metrics.start(len(stream.prompt_token_ids))
+        metrics = state.metrics.start(len(stream.prompt_token_ids), n=request.params.n)
         output = TokensOutput(
             body,
             stream,

@@ -81,9 +81,10 @@ def metrics(state: ServerState) -> Handler:
     """The Prometheus metrics over `state`."""
 
     async def metrics() -> Response:
-        """Prometheus metrics."""
-        state.metrics.healthy.labels(state.metrics.model_name).set(float(state.llm.subscribe_health().value))
-        state.metrics.ready.labels(state.metrics.model_name).set(float(state.subscribe_readiness().value))
+        """Prometheus metrics (vLLM's `vllm:*` names; ours as `vllm_frontend:*`)."""
+        m = state.metrics
+        m.healthy.labels(m.model_name).set(float(state.llm.subscribe_health().value))
+        m.ready.labels(m.model_name).set(float(state.subscribe_readiness().value))
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return metrics

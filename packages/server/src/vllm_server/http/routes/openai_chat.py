@@ -7,10 +7,12 @@ from fastapi import Request, Response
 from vllm_server.http.openai import (
     ChatCompletionRequest,
     ChatOutput,
+    ServingOptions,
     base_request_id,
     decode_body,
     event_stream,
     json_response,
+    session_header,
 )
 from vllm_server.http.route import Handler
 from vllm_server.request_checks import vllm_wording
@@ -21,26 +23,32 @@ from vllm_server.state import ServerState
 def create_chat_completion(state: ServerState) -> Handler:
     """The chat completions handler over `state`."""
 
+    options = ServingOptions.of(state.config)
+
     async def create_chat_completion(raw: Request) -> Response:
         """Continue a conversation, streamed as SSE or whole."""
         state.check_accepting()
         body = await decode_body(raw, ChatCompletionRequest)
         chat = state.chat()
         model = await resolve_model(state, body.model)
-        body.check(chat.text.info().max_model_len)
+        body.check(chat.text.info().max_model_len, trust_mm_kwargs=options.trust_request_mm_kwargs)
         request_id = f"chatcmpl-{base_request_id(raw, body.request_id)}"
+        session_id = body.session(session_header(raw))
         with vllm_wording():
-            stream = await chat.generate(body.chat_request(request_id, model.lora_request))
-        metrics = state.metrics.start(len(stream.prompt.prompt_token_ids))
+            stream = await chat.generate(
+                body.chat_request(request_id, model.lora_request, session_id=session_id)
+            )
+        metrics = state.metrics.start(len(stream.prompt.prompt_token_ids), n=body.n or 1)
         output = ChatOutput(
             body,
             stream,
             request_id=request_id,
             model=model.name,
             metrics=metrics,
+            options=options,
         )
         if body.streaming:
-            return event_stream(output.frames())
+            return event_stream(output.frames(), options.sse_keep_alive_interval)
         return json_response(await output.response())
 
     return create_chat_completion

@@ -7,10 +7,12 @@ from fastapi import Request, Response
 from vllm_server.http.openai import (
     CompletionOutput,
     CompletionRequest,
+    ServingOptions,
     base_request_id,
     decode_body,
     event_stream,
     json_response,
+    session_header,
     start_streams,
 )
 from vllm_server.http.route import Handler
@@ -21,17 +23,21 @@ from vllm_server.state import ServerState
 def create_completion(state: ServerState) -> Handler:
     """The completions handler over `state`."""
 
+    options = ServingOptions.of(state.config)
+
     async def create_completion(raw: Request) -> Response:
         """Complete one or several prompts, streamed as SSE or whole."""
         state.check_accepting()
         body = await decode_body(raw, CompletionRequest)
         text = state.text()
         model = await resolve_model(state, body.model)
-        body.check(text.info().max_model_len)
+        body.check(text.info().max_model_len, prompt_embeds_enabled=options.prompt_embeds_enabled)
         request_id = f"cmpl-{base_request_id(raw, body.request_id)}"
-        requests = body.text_requests(request_id, model.lora_request)
+        requests = body.text_requests(
+            request_id, model.lora_request, session_id=body.session(session_header(raw))
+        )
         streams = await start_streams(text, requests)
-        metrics = state.metrics.start(sum(len(s.prompt_token_ids) for s in streams))
+        metrics = state.metrics.start(sum(len(s.prompt_token_ids) for s in streams), n=requests[0].params.n)
         output = CompletionOutput(
             body,
             text,
@@ -40,9 +46,10 @@ def create_completion(state: ServerState) -> Handler:
             request_id=request_id,
             model=model.name,
             metrics=metrics,
+            options=options,
         )
         if body.streaming:
-            return event_stream(output.frames())
+            return event_stream(output.frames(), options.sse_keep_alive_interval)
         return json_response(await output.response())
 
     return create_completion
