@@ -10,6 +10,13 @@ from typing import Any, Literal
 
 import msgspec
 
+from vllm_llm._chat_harmony import (
+    HARMONY_REASONING_PARSER,
+    HARMONY_TOOL_PARSER,
+    GptOssReasoningParser,
+    GptOssToolParser,
+    HarmonyParser,
+)
 from vllm_llm._errors import InvalidRequest
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers import (
@@ -46,15 +53,20 @@ class ParserOptions(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class Parsing:
-    """The resolved parser classes of a `ChatLlm`."""
+    """The resolved parser classes of a `ChatLlm`; `harmony`: the model speaks Harmony (gpt-oss), whose
+    reasoning parser defaults to `openai_gptoss` as vLLM's model config defaults it."""
 
-    def __init__(self, options: ParserOptions) -> None:
+    def __init__(self, options: ParserOptions, *, harmony: bool = False) -> None:
         self.options = options
+        self.harmony = harmony
         self.tool_parser: type[ToolParser] | None = None
         if options.enable_auto_tool_choice and options.tool_call_parser:
-            self.tool_parser = tool_parser_class(options.tool_call_parser)
+            self.tool_parser = _tool_parser_class(options.tool_call_parser)
+        self.reasoning_parser_name = options.reasoning_parser or (
+            HARMONY_REASONING_PARSER if harmony else None
+        )
         self.reasoning_parser: type[ReasoningParser] | None = (
-            reasoning_parser_class(options.reasoning_parser) if options.reasoning_parser else None
+            _reasoning_parser_class(self.reasoning_parser_name) if self.reasoning_parser_name else None
         )
 
     def check_tokenizer(self, tokenizer: TextTokenizer, model: str) -> None:
@@ -69,7 +81,7 @@ class Parsing:
                 f"--{flag} {name}"
                 for flag, name, cls in (
                     ("tool-call-parser", options.tool_call_parser, self.tool_parser),
-                    ("reasoning-parser", options.reasoning_parser, self.reasoning_parser),
+                    ("reasoning-parser", self.reasoning_parser_name, self.reasoning_parser),
                 )
                 if cls is not None
             ]
@@ -83,8 +95,8 @@ class Parsing:
         return self.tool_parser is not None or self.reasoning_parser is not None
 
     def check_tool_choice(self, tool_choice: ToolChoice | None) -> None:
-        """vLLM's refusal of a tool choice no parser can serve."""
-        if self.tool_parser is not None or tool_choice in (None, "none"):
+        """vLLM's refusal of a tool choice no parser can serve (never for a Harmony model)."""
+        if self.tool_parser is not None or tool_choice in (None, "none") or self.harmony:
             return
         if tool_choice == "auto":
             raise InvalidRequest(
@@ -106,6 +118,8 @@ class Parsing:
     ) -> StructuredOutputs | None:
         """The request's structured-output constraint after the tool parser adjusted it."""
         parser = self.tool_parser
+        if self.harmony:
+            return structured_outputs  # check_harmony_request refused what vLLM constrains
         if parser is None or not tools:
             return structured_outputs
         choice: str | dict[str, Any] | None = (
@@ -147,6 +161,20 @@ class Parsing:
         """A parser for one choice, or None when no parser is configured."""
         if not self.active:
             return None
+        if self.harmony:
+            return HarmonyParser(
+                tokenizer=tokenizer,
+                tool_parser=self.tool_parser,
+                reasoning_parser=self.reasoning_parser,
+                tools=tools,
+                tool_choice=tool_choice,
+                include_reasoning=include_reasoning,
+                chat_template_kwargs=chat_template_kwargs,
+            )
+        if _declares_harmony(self.tool_parser) or _declares_harmony(self.reasoning_parser):
+            raise ValueError(
+                "the openai / openai_gptoss parsers read Harmony, which this model does not speak"
+            )
         return ChatParser(
             tokenizer=tokenizer,
             tool_parser=self.tool_parser,
@@ -156,3 +184,17 @@ class Parsing:
             include_reasoning=include_reasoning,
             chat_template_kwargs=chat_template_kwargs,
         )
+
+
+def _tool_parser_class(name: str) -> type[ToolParser]:
+    """The table's tool parser, or gpt-oss's (`openai`: a declaration the Harmony parser reads)."""
+    return GptOssToolParser if name == HARMONY_TOOL_PARSER else tool_parser_class(name)
+
+
+def _reasoning_parser_class(name: str) -> type[ReasoningParser]:
+    """The table's reasoning parser, or gpt-oss's (`openai_gptoss`)."""
+    return GptOssReasoningParser if name == HARMONY_REASONING_PARSER else reasoning_parser_class(name)
+
+
+def _declares_harmony(cls: type[ToolParser] | type[ReasoningParser] | None) -> bool:
+    return cls is GptOssToolParser or cls is GptOssReasoningParser

@@ -52,4 +52,5 @@ def llm_info(settings: EngineCoreSettings, vllm_config: Any, tokenizer: Any) -> 
         block_size=vllm_config.cache_config.block_size,
         num_kv_blocks=vllm_config.cache_config.num_gpu_blocks,
         reasoning_parser=settings.reasoning_parser,
+        model_type=getattr(mc.hf_config, "model_type", None) or None,
     )

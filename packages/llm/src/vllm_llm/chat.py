@@ -23,6 +23,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from vllm_llm._chat_harmony import (
+    HarmonyParser,
+    check_harmony_request,
+    harmony_encoding,
+    render_harmony,
+    uses_harmony,
+)
 from vllm_llm._chat_parsing import ParserOptions, Parsing
 from vllm_llm._errors import InvalidRequest, TooManyMediaItems
 from vllm_llm._text_chat_template import render_chat_template
@@ -412,7 +419,7 @@ class ChatStream:
         request = self._request
         if parser is None or request is None:
             return choice
-        parsed = parser.parse(text)
+        parsed = parser.parse_tokens(token_ids) if isinstance(parser, HarmonyParser) else parser.parse(text)
         choice.reasoning = parsed.reasoning
         choice.content = parsed.content
         choice.reasoning_tokens = parser.count_reasoning_tokens(token_ids)
@@ -458,13 +465,19 @@ class ChatLlm:
         self._content_format = content_format
         self._response_role = response_role
         self.parsers = parsers or ParserOptions()
-        self._parsing = Parsing(self.parsers)
+        self.harmony = uses_harmony(text.info())
+        """Whether the model speaks Harmony (gpt-oss): rendered and parsed by `_chat_harmony`, as vLLM."""
+        self._parsing = Parsing(self.parsers, harmony=self.harmony)
         self._parsing.check_tokenizer(text.tokenizer, text.info().model)
         self._formats: dict[str, Literal["openai", "string"]] = {}
         self._media = _media_processor(text.info(), multimodal)
 
     def render(self, request: ChatRequest) -> RenderedChat:
         """The prompt text and token ids of `request`'s conversation; raises `InvalidRequest`."""
+        if self.harmony:
+            self._placeholders(request.messages)  # media: refused as for any text-only model
+            ids = render_harmony(request, include_tools=request.tools is not None)
+            return RenderedChat(prompt=harmony_encoding().decode(ids), prompt_token_ids=ids)
         tokenizer = self.text.tokenizer
         template = request.chat_template or self._chat_template
         if template is None:
@@ -558,6 +571,8 @@ class ChatLlm:
         tokenizer = self.text.tokenizer
         kwargs = self.template_kwargs(request)
         params = request.params
+        if self.harmony:
+            check_harmony_request(request, parsing.tool_parser, params.structured_outputs)
         if parsing.active:
             params = msgspec.structs.replace(
                 params,

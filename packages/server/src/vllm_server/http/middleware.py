@@ -10,17 +10,26 @@ from collections.abc import Awaitable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vllm_server.errors import PayloadTooLarge, RequestError, Unauthenticated, error_body, map_error
+from vllm_server.http.openai.request_id import REQUEST_ID_KEY
 from vllm_server.load import LoadCounter
 from vllm_server.metrics import Metrics
 
 #: Routes that stay open without the API key: probes and scrapers carry none.
 OPEN_PATHS = frozenset({"/health", "/ready", "/metrics", "/version", "/load", "/ping"})
+#: Routes whose refusals take Anthropic's error shape.
+ANTHROPIC_PATH_PREFIX = "/v1/messages"
 
 
-async def send_error(send: Send, exc: RequestError) -> None:
-    """Send an OpenAI-style error response from middleware."""
+async def send_error(send: Send, exc: RequestError, *, anthropic: bool = False) -> None:
+    """Send an OpenAI-style (or Anthropic-style) error response from middleware."""
     mapping = map_error(exc)
-    body = json.dumps(error_body(mapping)).encode()
+    if anthropic:
+        # Imported here: the Anthropic package's routes import this module (a cycle at import time).
+        from vllm_server.http.anthropic.error import anthropic_error_body
+
+        body = json.dumps(anthropic_error_body(mapping)).encode()
+    else:
+        body = json.dumps(error_body(mapping)).encode()
     await send(
         {
             "type": "http.response.start",
@@ -32,21 +41,29 @@ async def send_error(send: Send, exc: RequestError) -> None:
 
 
 class ApiKeyMiddleware:
-    """Requires `Authorization: Bearer <key>` on every route but the open ones."""
+    """Requires the API key on every route but the open ones: `Authorization: Bearer <key>` (the scheme in
+    any case, as vLLM's AuthenticationMiddleware), or `x-api-key: <key>`, the header Anthropic's clients
+    send. A refusal on the Anthropic routes (`/v1/messages*`) takes Anthropic's error shape."""
 
     def __init__(self, app: ASGIApp, *, api_key: str) -> None:
         self.app = app
-        self._expected = f"Bearer {api_key}".encode()
+        self._expected = api_key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)
             return
-        given = dict(scope["headers"]).get(b"authorization", b"")
-        if not hmac.compare_digest(given, self._expected):
-            await send_error(send, Unauthenticated("invalid or missing API key"))
+        if not self._authorized(dict(scope["headers"])):
+            refusal = Unauthenticated("invalid or missing API key")
+            await send_error(send, refusal, anthropic=scope["path"].startswith(ANTHROPIC_PATH_PREFIX))
             return
         await self.app(scope, receive, send)
+
+    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
+        scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
+        bearer = hmac.compare_digest(given, self._expected) and scheme.lower() == b"bearer"
+        api_key = hmac.compare_digest(headers.get(b"x-api-key", b""), self._expected)
+        return bearer or api_key
 
 
 class BodyLimitMiddleware:
@@ -108,10 +125,6 @@ class LoadMiddleware:
             route = scope.get("route")
             handler = getattr(route, "path", "unmatched")
             self.metrics.http_requests.labels(handler, scope["method"], str(status)).inc()
-
-
-#: Where a route records the request id it used (`scope["state"]`), for the X-Request-Id response header.
-REQUEST_ID_KEY = "request_id"
 
 
 class RequestIdMiddleware:

@@ -6,9 +6,10 @@ import secrets
 
 from fastapi import Request
 
-from vllm_server.http.middleware import REQUEST_ID_KEY
+#: Where `base_request_id` records the id it chose (`scope["state"]`), for the X-Request-Id header.
+REQUEST_ID_KEY = "request_id"
 
-__all__ = ["base_request_id"]
+__all__ = ["REQUEST_ID_KEY", "base_request_id"]
 
 
 def base_request_id(request: Request, given: str | None) -> str:

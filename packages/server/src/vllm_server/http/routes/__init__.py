@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from vllm_server.http.route import Route
 from vllm_server.http.routes import (
+    anthropic_messages,
     engine_admin,
     engine_kv_events,
     engine_lora,
@@ -16,6 +17,7 @@ from vllm_server.http.routes import (
     info,
     openai_chat,
     openai_completions,
+    openai_responses,
     tokenize,
 )
 from vllm_server.state import ServerState
@@ -37,6 +39,9 @@ def route_table(state: ServerState) -> list[Route]:
         Route("GET", "/metrics", info.metrics(state)),
         Route("POST", "/v1/completions", openai_completions.create_completion(state)),
         Route("POST", "/v1/chat/completions", openai_chat.create_chat_completion(state)),
+        Route("POST", "/v1/messages", anthropic_messages.create_message(state)),
+        Route("POST", "/v1/messages/count_tokens", anthropic_messages.count_tokens(state)),
+        Route("POST", "/v1/responses", openai_responses.create_response(state)),
         Route("POST", "/tokenize", tokenize.tokenize(state)),
         Route("POST", "/detokenize", tokenize.detokenize(state)),
         Route("POST", "/inference/v1/generate", generate.generate(state)),
