@@ -13,7 +13,7 @@ from tests.support.mock import tiny_mock
 from tests.support.servers import start_server
 from vllm_frontend_bench.codec import run_codec
 from vllm_frontend_bench.hop import HopPlan, HopScenario, hop_result, measure_hop
-from vllm_frontend_bench.http_e2e import HttpPlan, http_result
+from vllm_frontend_bench.http_e2e import HttpPlan, cpu_result, gain_notes, http_result
 from vllm_frontend_bench.loadgen import Load, LoadStats, run_load
 from vllm_frontend_bench.report import BenchResult, Row, format_result, load_previous, write_results
 from vllm_frontend_bench.router import router_result
@@ -64,17 +64,39 @@ async def test_load_generator_against_a_mock_server(tiny_model_dir: Path) -> Non
     assert stats.tokens_per_chunk >= 1
 
 
-def _stats(rate: float) -> LoadStats:
-    return LoadStats(rate, rate * 10, 5.0, 9.0, 1.0, 2.0, 1.0, 0)
+def _stats(rate: float, cpu: float = 0.1) -> LoadStats:
+    return LoadStats(rate, rate * 10, 5.0, 9.0, 1.0, 2.0, 1.0, 0, cpu_s_per_1k_tokens=cpu)
 
 
 def test_http_and_router_results() -> None:
     plan = HttpPlan(levels=((1, 2), (32, 4)), repeats=2)
-    ours = {1: [_stats(1.0), _stats(1.2)], 32: [_stats(8.0), _stats(9.0)]}
+    ours = {1: [_stats(1.0), _stats(1.2)], 32: [_stats(8.0, 0.06), _stats(9.0, 0.06)]}
     vllm = {1: [_stats(1.0)], 32: [_stats(10.0)]}
+    placed = {1: [_stats(1.0)], 32: [_stats(7.0)]}
     b3 = http_result(ours, vllm, plan)
     assert b3.row("c=32 req/s").ratio == pytest.approx(0.85)
-    assert [t.met for t in b3.targets] == [False, False, True]
+    assert b3.row("c=32 frontend CPU s per 1k output tokens").ratio == pytest.approx(0.6)
+    assert [(t.description, t.met) for t in b3.targets] == [
+        ("B3 c=32 output tok/s >= 1.25x vllm serve as deployed", False),
+        ("B3 c=32 TTFT p50 no worse than vllm serve as deployed", True),
+    ]
+    b3p = http_result(ours, placed, plan, placed=True)
+    assert b3p.key == "B3p"
+    assert [(t.description, t.met) for t in b3p.targets] == [
+        ("B3p c=32 output tok/s >= 1.1x vllm serve placed like ours", True),  # 8.5 / 7 = 1.21
+        ("B3p c=32 TTFT p50 no worse than vllm serve placed like ours", True),
+    ]
+    assert gain_notes(ours, placed, vllm)[1] == (
+        "c=32 output tok/s: frontend gain (ours / vLLM placed like ours) 1.21x, placement gain (vLLM "
+        "placed like ours / as deployed) 0.70x, together (ours / vLLM as deployed) 0.85x"
+    )
+    router = {1: [_stats(1.0, 0.2)], 32: [_stats(8.0, 0.08)]}
+    b3c = cpu_result(ours, router, vllm, "placed like ours")
+    assert [(t.description, t.met, t.detail) for t in b3c.targets] == [
+        ("B3c c=32 worker frontend CPU per output token <= 0.7x vLLM's API server", True, "ratio 0.60x"),
+        ("B3c c=32 router CPU per output token <= 1.0x vLLM's API server", True, "ratio 0.80x (aim: 0.5x)"),
+    ]
+    assert cpu_result(ours, None, vllm, "as deployed").notes[-1].startswith("router: not measured")
     b4 = router_result(vllm, ours, repeats=2)
     assert all(t.met for t in b4.targets)
 

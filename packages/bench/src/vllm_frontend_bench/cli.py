@@ -1,6 +1,6 @@
 """`vllm-frontend-bench`: run the benchmarks, print each figure beside its baseline, write the results.
 
-vllm-frontend-bench                      # B1-B4, full sizes
+vllm-frontend-bench                      # B1-B5, full sizes
 vllm-frontend-bench --quick              # small sizes, one repeat (CI-like)
 vllm-frontend-bench --only B1,B2 --output bench-results/latest.json
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from vllm_frontend_bench.report import BenchResult, format_result, load_previous, write_results
 
-ALL = ("B1", "B1r", "B2", "B3", "B4")
+ALL = ("B1", "B1r", "B2", "B3", "B4", "B5")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,21 +34,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 def parser() -> argparse.ArgumentParser:
     """The `vllm-frontend-bench` argument parser."""
     bench = argparse.ArgumentParser(prog="vllm-frontend-bench", description=__doc__.splitlines()[0])
-    bench.add_argument("--only", default=",".join(ALL), help="comma-separated subset of B1,B1r,B2,B3,B4")
+    bench.add_argument(
+        "--only",
+        default=",".join(ALL),
+        help="comma-separated subset of B1,B1r,B2,B3,B4,B5 (B3 prints B3, B3p and B3c)",
+    )
     bench.add_argument("--quick", action="store_true", help="small sizes and one repeat (a smoke run)")
     bench.add_argument("--repeats", type=int, help="repeats per figure (default 5 for B2, 3 otherwise)")
     bench.add_argument("--output", type=Path, default=Path("bench-results/latest.json"))
-    bench.add_argument("--model", type=Path, help="model directory for B3/B4 (default: the tiny model)")
-    bench.add_argument("--max-tokens", type=int, help="B3/B4 max_tokens per request")
+    bench.add_argument("--model", type=Path, help="model directory for B3-B5 (default: the tiny model)")
+    bench.add_argument("--max-tokens", type=int, help="B3-B5 max_tokens per request")
     bench.add_argument(
-        "--stream-interval", type=int, help="B3/B4: --stream-interval of every server (default 1, vLLM's)"
+        "--stream-interval", type=int, help="B3-B5: --stream-interval of every server (default 1, vLLM's)"
     )
     bench.add_argument(
         "--no-isolate",
         action="store_true",
-        help="B3/B4: let the load generator and the router share the engine's bound CPUs",
+        help="B3-B5: let the load generator and the routers share the engine's bound CPUs",
     )
-    bench.add_argument("--log-dir", type=Path, help="server logs of B3/B4 (default: beside --output)")
+    bench.add_argument("--log-dir", type=Path, help="server logs of B3-B5 (default: beside --output)")
     bench.add_argument("--log-level", default="warning", help=argparse.SUPPRESS)
     return bench
 
@@ -87,7 +91,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 async def _run(selected: list[str], args: argparse.Namespace, emit: Callable[[BenchResult], None]) -> None:
-    """Run the selected benchmarks in the order B2, B1, B1r, B3+B4 (B3 and B4 share the worker)."""
+    """Run the selected benchmarks in the order B2, B1, B1r, B3+B4+B5 (they share the worker)."""
     quick = args.quick
     if "B2" in selected:
         from vllm_frontend_bench.codec import run_codec
@@ -107,7 +111,7 @@ async def _run(selected: list[str], args: argparse.Namespace, emit: Callable[[Be
         if args.repeats:
             slow = dataclasses.replace(slow, repeats=args.repeats)
         emit(await run_slow_reader(slow))
-    if "B3" in selected or "B4" in selected:
+    if {"B3", "B4", "B5"} & set(selected):
         from vllm_frontend_bench.http_e2e import QUICK_HTTP, HttpPlan, run_http
 
         http = QUICK_HTTP if quick else HttpPlan()
@@ -121,7 +125,8 @@ async def _run(selected: list[str], args: argparse.Namespace, emit: Callable[[Be
             http = dataclasses.replace(http, isolate=False)
         model = args.model or _tiny_model()
         log_dir = args.log_dir or args.output.parent / "logs"
-        for result in await run_http(model, http, log_dir, b3="B3" in selected, b4="B4" in selected):
+        b3, b4, b5 = ("B3" in selected), ("B4" in selected), ("B5" in selected)
+        for result in await run_http(model, http, log_dir, b3=b3, b4=b4, b5=b5):
             emit(result)
 
 

@@ -3,42 +3,80 @@
 The two servers run one after the other (never together: 2 cores). Both get the same engine settings
 (`--dtype float32 --max-model-len 512 --disable-log-stats`, eager, vLLM's defaults otherwise) and the same
 load: streaming chat completions with fixed `max_tokens` and `ignore_eos`, at each concurrency level.
-When B4 runs too, its worker is this benchmark's server (started once), see `run_http`.
+When B4 or B5 runs too, its worker is this benchmark's server (started once), see `run_http`.
 
-Placement: the load generator (this process, while it measures) and B4's router stand for other hosts;
-they run on the CPUs the engine did not bind its OpenMP threads to (`placement.spare_cpus`), so they do
-not preempt the forward pass, as they never could on a GPU. Each server's own processes are left as
-they place themselves: our frontend keeps off the engine's CPUs once its engine is ready
-(`vllm-frontend serve --frontend-affinity auto`, the default; `vllm_server.affinity`), vLLM's API
-server and both engine cores are placed by the kernel. `HttpPlan.isolate=False` (the CLI's
-`--no-isolate`) runs the load generator and the router co-located instead.
+Placement: the load generator (this process, while it measures) and the routers of B4 and B5 stand for
+other hosts; they run on the CPUs the engine did not bind its OpenMP threads to
+(`placement.spare_cpus`), so they do not preempt the forward pass, as they never could on a GPU. Our
+frontend keeps itself off the engine's CPUs once its engine is ready (`vllm-frontend serve
+--frontend-affinity auto`, the default; `vllm_server.affinity`). vLLM's server is measured in two arms
+of one server, alternating: as deployed (its API server placed by the kernel) and placed like ours (its
+API server process pinned to the CPUs its engine did not bind, the engine core left alone, as ours
+leaves it), so B3 prints the frontend gain (ours / vLLM placed like ours, `B3p`) and the placement gain
+(vLLM placed like ours / as deployed) apart. `HttpPlan.isolate=False` (the CLI's `--no-isolate`) runs
+the load generator and the routers co-located instead.
+
+CPU per output token (`B3c`): the CPU time (/proc) of the frontend process alone (our worker's main
+process; vLLM's API server process; never the engine core below them) and of each router (its process
+and any below it), over each load, per 1,000 output tokens the load generator counted.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_frontend_bench.http_figures import Measured, load_rows, tokens_per_chunk_note
+from vllm_frontend_bench.cpu import CpuMeter, CpuOf, per_1k_tokens
+from vllm_frontend_bench.http_figures import (
+    CPU_LABEL,
+    Measured,
+    cpu_row,
+    failure_target,
+    load_rows,
+    tokens_per_chunk_note,
+)
 from vllm_frontend_bench.loadgen import Load, run_load
 from vllm_frontend_bench.placement import engine_cpus, pinned_here, spare_cpus
-from vllm_frontend_bench.report import BenchResult, Target
+from vllm_frontend_bench.report import BenchResult, Row, Target
 from vllm_frontend_bench.router import router_result, start_router
+from vllm_frontend_bench.stats import Summary
+from vllm_frontend_bench.vllm_router import (
+    RouterInstallError,
+    ensure_vllm_router,
+    not_run,
+    router_cpu,
+    start_vllm_router,
+    vllm_router_result,
+)
 from vllm_frontend_testing.processes import ServerProcess, free_port, frontend_argv, start_server
 from vllm_server.affinity import pin
+
+logger = logging.getLogger(__name__)
 
 MODEL_NAME = "tiny"
 ENGINE_FLAGS = ("--dtype", "float32", "--max-model-len", "512", "--disable-log-stats")
 #: `vllm-frontend serve --model` always runs the engine eager (EngineCoreConfig.enforce_eager defaults to
 #: True and has no flag); vLLM's server compiles by default, so it is told to run eager too.
 VLLM_ONLY_FLAGS = ("--enforce-eager", "--disable-uvicorn-access-log", "--uvicorn-log-level", "warning")
+#: The levels whose targets count.
+TARGET_LEVELS = (32, 128)
+#: B3's targets (output tok/s at the target levels): ours over vLLM's server as deployed, and over
+#: vLLM's server placed like ours (the frontend gain alone).
+DEPLOYED_TARGET = 1.25
+PLACED_TARGET = 1.1
+#: B3c's targets: CPU per output token over vLLM's API server's, of our worker's frontend and our router.
+WORKER_CPU_TARGET = 0.7
+ROUTER_CPU_TARGET = 1.0
 
 
 @dataclass(frozen=True, slots=True)
 class HttpPlan:
-    """What B3/B4 send: per level (concurrency) a number of requests, `max_tokens` each, `repeats` times."""
+    """What B3-B5 send: per level (concurrency) a number of requests, `max_tokens` each, `repeats` times."""
 
     #: Eight requests per connection at c=32 and c=128. Every request asks for the same `max_tokens`, so
     #: a closed loop runs in waves: the connections start together, finish together and send their next
@@ -114,96 +152,243 @@ def placement(engine_server: ServerProcess, plan: HttpPlan) -> tuple[frozenset[i
     return spare, f"on CPUs {sorted(spare)}, off CPUs {sorted(bound)} (bound by the engine's threads)"
 
 
-async def measure(
-    servers: Sequence[ServerProcess], plan: HttpPlan, cpus: frozenset[int] | None
-) -> list[Measured]:
-    """Run every level on every server, repeats interleaved; the load generator runs on `cpus`."""
+@dataclass(slots=True)
+class Arm:
+    """One thing measured under the load: a server, the processes its CPU figure counts, and what to do
+    before each of its loads (vLLM's two arms are one server, placed differently before each)."""
+
+    label: str
+    server: ServerProcess
+    cpu: CpuOf | None = None
+    before: Callable[[], None] | None = None
+
+
+async def measure(arms: Sequence[Arm], plan: HttpPlan, cpus: frozenset[int] | None) -> list[Measured]:
+    """Run every level on every arm, repeats interleaved; the load generator runs on `cpus`."""
     with pinned_here(cpus):
-        return await _measure(servers, plan)
+        return await _measure(arms, plan)
 
 
-async def _measure(servers: Sequence[ServerProcess], plan: HttpPlan) -> list[Measured]:
-    measured: list[Measured] = [{} for _ in servers]
+async def _measure(arms: Sequence[Arm], plan: HttpPlan) -> list[Measured]:
+    measured: list[Measured] = [{} for _ in arms]
     for _ in range(plan.repeats):
         for load in plan.loads():
-            for server, into in zip(servers, measured, strict=True):
-                stats = await run_load(server.base_url, load)
+            for arm, into in zip(arms, measured, strict=True):
+                if arm.before is not None:
+                    arm.before()
+                meter = CpuMeter(arm.cpu) if arm.cpu is not None else None
+                if meter is not None:
+                    meter.start()
+                stats = await run_load(arm.server.base_url, load)
+                if meter is not None:
+                    cpu = per_1k_tokens(meter.stop(), stats.output_tokens)
+                    stats = dataclasses.replace(stats, cpu_s_per_1k_tokens=cpu)
                 if stats.failed:
-                    raise RuntimeError(f"{server.name}: {stats.failed} requests failed:\n{server.log_tail()}")
+                    logger.warning(
+                        "%s: %d of %d requests failed at c=%d (%s); the server's log ends:\n%s",
+                        arm.label, stats.failed, load.num_requests, load.concurrency,
+                        ", ".join(f"{n} {kind}" for kind, n in stats.failure_kinds), arm.server.log_tail(),
+                    )  # fmt: skip
                 into.setdefault(load.concurrency, []).append(stats)
     return measured
 
 
-def http_result(ours: Measured, vllm: Measured, plan: HttpPlan) -> BenchResult:
-    """The B3 result and its targets."""
+def _ratio(row: Row) -> str:
+    return f"ratio {row.ratio:.2f}x"
+
+
+def _target_levels(measured: Measured) -> list[int]:
+    return [c for c in TARGET_LEVELS if c in measured] or sorted(measured)[-1:]
+
+
+def http_result(ours: Measured, vllm: Measured, plan: HttpPlan, *, placed: bool = False) -> BenchResult:
+    """B3 (vLLM's server as deployed) or, `placed`, B3p (vLLM's server placed like ours) and its targets."""
+    key, must = ("B3p", PLACED_TARGET) if placed else ("B3", DEPLOYED_TARGET)
+    where = "placed like ours (its API server pinned off the engine's CPUs)" if placed else "as deployed"
+    short = "vllm serve placed like ours" if placed else "vllm serve as deployed"
     result = BenchResult(
-        key="B3",
-        title=f"HTTP end to end, streaming chat, max_tokens={plan.max_tokens}, ignore_eos",
+        key=key,
+        title=f"HTTP end to end vs vLLM's server {where}, streaming chat, max_tokens={plan.max_tokens}, "
+        "ignore_eos",
         ours_label="vllm-frontend serve --model (Server over EngineCoreLlm)",
-        baseline_label="python -m vllm.entrypoints.openai.api_server (vLLM 0.32 OpenAI server)",
-        rows=load_rows(ours, vllm),
+        baseline_label=f"python -m vllm.entrypoints.openai.api_server (vLLM 0.32 OpenAI server), {where}",
+        rows=load_rows(ours, vllm, cpu="frontend"),
         notes=[
             f"levels (concurrency x requests): {list(plan.levels)}; {plan.repeats} repeats",
             f"engine flags of both servers: {' '.join(plan.engine_flags)}",
             tokens_per_chunk_note("ours", ours),
             tokens_per_chunk_note("vLLM", vllm),
+            "frontend CPU: our server's main process, vLLM's API server process (not the engine cores)",
         ],
     )
-    high = [c for c in (32, 128) if c in ours] or sorted(ours)[-1:]
-    for c in high:
-        for name, must in (
-            (f"c={c} req/s", "higher"),
-            (f"c={c} output tok/s", "higher"),
-            (f"c={c} TTFT p50", ""),
-        ):
-            row = result.row(name)
-            met = row.ratio >= 1.0 if must else row.ratio <= 1.0
-            what = ">= vllm serve" if must else "no worse than vllm serve"
-            result.targets.append(Target(f"B3 {name} {what}", met, f"ratio {row.ratio:.2f}x"))
+    for c in _target_levels(ours):
+        tok, ttft = result.row(f"c={c} output tok/s"), result.row(f"c={c} TTFT p50")
+        result.targets += [
+            Target(f"{key} c={c} output tok/s >= {must}x {short}", tok.ratio >= must, _ratio(tok)),
+            Target(f"{key} c={c} TTFT p50 no worse than {short}", ttft.ratio <= 1.0, _ratio(ttft)),
+        ]
     return result
 
 
+def gain_notes(ours: Measured, placed: Measured, deployed: Measured) -> list[str]:
+    """Per level, B3's lead split: the frontend gain (ours / vLLM placed like ours) and the placement
+    gain (vLLM placed like ours / vLLM as deployed), of the medians of output tok/s."""
+
+    def median(measured: Measured, c: int) -> float:
+        return Summary.of([s.output_tokens_per_s for s in measured.get(c, [])]).median
+
+    notes = []
+    for c in sorted(ours):
+        mine, fair, kernel = median(ours, c), median(placed, c), median(deployed, c)
+        notes.append(
+            f"c={c} output tok/s: frontend gain (ours / vLLM placed like ours) {mine / fair:.2f}x, "
+            f"placement gain (vLLM placed like ours / as deployed) {fair / kernel:.2f}x, "
+            f"together (ours / vLLM as deployed) {mine / kernel:.2f}x"
+        )
+    return notes
+
+
+def cpu_result(worker: Measured, router: Measured | None, vllm: Measured, vllm_where: str) -> BenchResult:
+    """B3c: CPU per output token of our worker's frontend and our router next to vLLM's API server's."""
+    result = BenchResult(
+        key="B3c",
+        title="frontend CPU per output token over the load of B3 (CPU seconds per 1,000 output tokens)",
+        ours_label="our worker's frontend process (B3) / our router's processes (B4)",
+        baseline_label=f"vLLM's API server process ({vllm_where})",
+        notes=[
+            "CPU: /proc utime + stime over each load; the worker's and vLLM's main process only (their "
+            "engine cores are not counted), the router's process and any below it; /proc counts in "
+            "clock ticks (10 ms), so a short load's figure is coarse",
+        ],
+    )
+    for c in sorted(worker):
+        result.rows.append(cpu_row(f"c={c} worker frontend {CPU_LABEL}", worker[c], vllm.get(c, [])))
+        if router is not None:
+            result.rows.append(cpu_row(f"c={c} router {CPU_LABEL}", router.get(c, []), vllm.get(c, [])))
+    if router is None:
+        result.notes.append("router: not measured (run B4 with B3 for its figure)")
+    for c in _target_levels(worker):
+        row = result.row(f"c={c} worker frontend {CPU_LABEL}")
+        result.targets.append(
+            Target(
+                f"B3c c={c} worker frontend CPU per output token <= {WORKER_CPU_TARGET}x vLLM's API server",
+                row.ratio <= WORKER_CPU_TARGET,
+                f"ratio {row.ratio:.2f}x",
+            )
+        )
+        if router is not None:
+            row = result.row(f"c={c} router {CPU_LABEL}")
+            result.targets.append(
+                Target(
+                    f"B3c c={c} router CPU per output token <= {ROUTER_CPU_TARGET}x vLLM's API server",
+                    row.ratio <= ROUTER_CPU_TARGET,
+                    f"ratio {row.ratio:.2f}x (aim: 0.5x)",
+                )
+            )
+    return result
+
+
+def _deployed_and_placed(vllm: ServerProcess) -> tuple[Arm, Arm | None, str]:
+    """vLLM's two arms: its API server where the kernel put it, and pinned off its engine's CPUs as
+    ours pins itself (None when the engine bound no CPUs of its own); the placed arm in words."""
+    deployed = frozenset(os.sched_getaffinity(vllm.pid))
+    bound = engine_cpus(vllm)
+    spare = spare_cpus(bound)
+    as_deployed = Arm("vLLM as deployed", vllm, CpuOf(vllm.pid), before=lambda: pin(vllm.pid, deployed))
+    if spare is None:
+        return as_deployed, None, "its engine bound no CPUs of its own: no placed arm"
+    placed = Arm("vLLM placed like ours", vllm, CpuOf(vllm.pid), before=lambda: pin(vllm.pid, spare))
+    return as_deployed, placed, f"API server on CPUs {sorted(spare)}, off CPUs {sorted(bound)}"
+
+
 async def run_http(
-    model_dir: Path, plan: HttpPlan, log_dir: Path, *, b3: bool, b4: bool
+    model_dir: Path, plan: HttpPlan, log_dir: Path, *, b3: bool, b4: bool, b5: bool = False
 ) -> list[BenchResult]:
-    """Run B3 and/or B4; they share the worker (started once): B4 compares the router with it."""
+    """Run B3, B4 and/or B5; they share the worker (started once): B4 and B5 put routers in front of it."""
     results: list[BenchResult] = []
+    vllm_router: Path | None = None
+    if b5:
+        try:
+            vllm_router = await ensure_vllm_router()  # before any server: it may take a while
+        except RouterInstallError as exc:
+            results.append(not_run("B5", str(exc)))
+            b5 = False
     worker, grpc_port = await start_worker(model_dir, log_dir, plan.engine_flags)
-    router: ServerProcess | None = None
+    routers: list[ServerProcess] = []
     try:
         cpus, ours_placement = placement(worker, plan)
-        if b4:
-            router = await start_router(grpc_port, log_dir)
+        arms = [Arm("worker alone", worker, CpuOf(worker.pid))]
+        if b4 or b5:
+            routers.append(await start_router(grpc_port, log_dir))
+            arms.append(Arm("our router", routers[-1], router_cpu(routers[-1])))
+        if vllm_router is not None:
+            try:
+                routers.append(await start_vllm_router(vllm_router, grpc_port, model_dir, log_dir))
+                arms.append(Arm("vllm-router", routers[-1], router_cpu(routers[-1])))
+            except RuntimeError as exc:  # it exited or never answered: its log is in the message
+                results.append(not_run("B5", f"vllm-router did not start: {exc}"))
+                b5 = False
+        for router in routers:
             if cpus is not None:
-                pin(router.pid, cpus)
-        servers = [worker, *([router] if router is not None else [])]
-        for server in servers:
-            await warm_up(server, plan)
-        measured = await measure(servers, plan, cpus)
+                for pid in router_cpu(router).pids():
+                    pin(pid, cpus)
+        for arm in arms:
+            await warm_up(arm.server, plan)
+        measured = dict(zip([a.label for a in arms], await measure(arms, plan, cpus), strict=True))
     finally:
-        if router is not None:
+        for router in reversed(routers):
             await router.stop()
         await worker.stop()
-    ours = measured[0]
+    ours = measured["worker alone"]
     if b3:
         vllm = await start_vllm(model_dir, log_dir, plan.engine_flags)
         try:
             vllm_cpus, vllm_placement = placement(vllm, plan)
+            as_deployed, placed, placed_where = _deployed_and_placed(vllm)
             await warm_up(vllm, plan)
-            (theirs,) = await measure([vllm], plan, vllm_cpus)
+            vllm_arms = [as_deployed, *([placed] if placed is not None else [])]
+            theirs = await measure(vllm_arms, plan, vllm_cpus)
         finally:
             await vllm.stop()
-        b3_result = http_result(ours, theirs, plan)
+        b3_result = http_result(ours, theirs[0], plan)
         b3_result.notes += [
             f"load generator beside ours: {ours_placement}",
             f"load generator beside vLLM: {vllm_placement}",
+            f"vLLM placed like ours (B3p): {placed_where}",
         ]
+        vllm_arms_measured = {"ours": ours, "vLLM as deployed": theirs[0]}
+        if placed is not None:
+            vllm_arms_measured["vLLM placed like ours"] = theirs[1]
+        b3_result.targets.append(failure_target("B3", vllm_arms_measured))
         results.append(b3_result)
-    if router is not None:
-        b4_result = router_result(measured[1], ours, plan.repeats)
+        if placed is not None:
+            fair = http_result(ours, theirs[1], plan, placed=True)
+            fair.notes += [f"vLLM placed like ours: {placed_where}", *gain_notes(ours, theirs[1], theirs[0])]
+            results.append(fair)
+        results.append(
+            cpu_result(
+                ours,
+                measured.get("our router"),
+                theirs[-1],
+                "placed like ours" if placed is not None else "as deployed",
+            )
+        )
+    if b4:
+        b4_result = router_result(measured["our router"], ours, plan.repeats)
         b4_result.notes += [
             f"engine flags of the worker: {' '.join(plan.engine_flags)}",
             f"router and load generator: {ours_placement}",
         ]
+        b4_result.targets.append(
+            failure_target("B4", {"worker alone": ours, "router": measured["our router"]})
+        )
         results.append(b4_result)
+    if b5:
+        b5_result = vllm_router_result(measured["our router"], measured["vllm-router"], ours, plan.max_tokens)
+        b5_result.notes += [
+            f"engine flags of the worker: {' '.join(plan.engine_flags)}",
+            f"routers and load generator: {ours_placement}",
+            f"{plan.repeats} repeats, the three arms alternating",
+        ]
+        results.append(b5_result)
     return results

@@ -4,15 +4,25 @@
 exactly `max_tokens` tokens (`ignore_eos`), so every server does the same work. TTFT is the time to
 the first chunk with content; inter-token latency (ITL) is the gap between consecutive content chunks
 of a stream (as vLLM's `bench serve` counts it).
+
+A request that fails counts as failed and the run goes on: a non-200 answer, a connection the server
+closed or reset (a keep-alive connection closed while the client was about to reuse it reads as an
+empty response), an error event in the stream, a stream that ends without `data: [DONE]`, an
+unreadable chunk, or no answer within
+`REQUEST_TIMEOUT`. The connection is then opened anew for the next request. `LoadStats.failed` is
+the count, `LoadStats.failure_kinds` says what they were.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -35,6 +45,8 @@ class _Usage(msgspec.Struct):
 class _Chunk(msgspec.Struct):
     choices: list[_Choice] = []
     usage: _Usage | None = None
+    #: An error event in the stream (vLLM's `data: {"error": {...}}` when a request fails mid-stream).
+    error: dict[str, Any] | None = None
 
 
 _CHUNK = msgspec.json.Decoder(_Chunk)
@@ -51,6 +63,8 @@ class RequestTiming:
     chunks: list[float] = field(default_factory=list)
     end: float = 0.0
     completion_tokens: int = 0
+    done: bool = False
+    error: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +79,14 @@ class LoadStats:
     itl_p99_ms: float
     tokens_per_chunk: float
     failed: int
+    #: Output tokens of the requests that succeeded (their usage's `completion_tokens`).
+    output_tokens: int = 0
+    #: What the failures were: (exception type, count), most frequent first.
+    failure_kinds: tuple[tuple[str, int], ...] = ()
+    #: How many requests reported each `completion_tokens`: (tokens, requests), by tokens.
+    completion_tokens: tuple[tuple[int, int], ...] = ()
+    #: CPU seconds per 1,000 output tokens of the process(es) the measurement watched (NaN: none).
+    cpu_s_per_1k_tokens: float = math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +103,27 @@ class HttpError(Exception):
     """The server answered with a non-200 status."""
 
 
+class TruncatedStream(Exception):
+    """The stream ended without `data: [DONE]`."""
+
+
+class StreamError(Exception):
+    """The stream carried an error event."""
+
+
+#: What a failed request raises (anything else is a bug of the load generator and propagates).
+_FAILURES = (
+    HttpError,
+    TruncatedStream,
+    StreamError,
+    OSError,  # ConnectionResetError, ConnectionRefusedError, BrokenPipeError, ...
+    asyncio.IncompleteReadError,  # closed mid-response, or before it (a reused keep-alive connection)
+    asyncio.LimitOverrunError,
+    TimeoutError,
+    ValueError,  # an unreadable status line, chunk size or SSE payload (msgspec.DecodeError)
+)
+
+
 async def run_load(base_url: str, load: Load) -> LoadStats:
     """Send `load` to `base_url` and measure it."""
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -93,14 +136,15 @@ async def run_load(base_url: str, load: Load) -> LoadStats:
         *(_connection(base_url, load, queue, timings, failures) for _ in range(load.concurrency))
     )
     duration = time.perf_counter() - start
-    return _stats(timings, duration, len(failures))
+    return _stats(timings, duration, failures)
 
 
-def _stats(timings: list[RequestTiming], duration: float, failed: int) -> LoadStats:
+def _stats(timings: list[RequestTiming], duration: float, failures: list[BaseException]) -> LoadStats:
     ttft = [(t.chunks[0] - t.start) * 1000 for t in timings if t.chunks]
     itl = [(b - a) * 1000 for t in timings for a, b in itertools.pairwise(t.chunks)]
     tokens = sum(t.completion_tokens for t in timings)
     chunks = sum(len(t.chunks) for t in timings)
+    kinds = collections.Counter(type(f).__name__ for f in failures)
     return LoadStats(
         requests_per_s=len(timings) / duration,
         output_tokens_per_s=tokens / duration,
@@ -109,7 +153,10 @@ def _stats(timings: list[RequestTiming], duration: float, failed: int) -> LoadSt
         itl_p50_ms=percentile(itl, 50),
         itl_p99_ms=percentile(itl, 99),
         tokens_per_chunk=tokens / chunks if chunks else 0.0,
-        failed=failed,
+        failed=len(failures),
+        output_tokens=tokens,
+        failure_kinds=tuple(kinds.most_common()),
+        completion_tokens=tuple(sorted(collections.Counter(t.completion_tokens for t in timings).items())),
     )
 
 
@@ -120,21 +167,27 @@ async def _connection(
     timings: list[RequestTiming],
     failures: list[BaseException],
 ) -> None:
+    """One keep-alive connection taking requests from `queue`; a failure closes it (the next request
+    opens a new one) and is counted, never raised."""
     url = urlsplit(base_url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
-    reader, writer = await asyncio.open_connection(host, port)
+    stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
     try:
         while not queue.empty():
             i = queue.get_nowait()
             try:
                 async with asyncio.timeout(REQUEST_TIMEOUT):
-                    timings.append(await _one(reader, writer, f"{host}:{port}", load, i))
-            except (HttpError, ConnectionError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                    if stream is None:
+                        stream = await asyncio.open_connection(host, port)
+                    timings.append(await _one(*stream, f"{host}:{port}", load, i))
+            except _FAILURES as exc:
                 failures.append(exc)
-                writer.close()
-                reader, writer = await asyncio.open_connection(host, port)
+                if stream is not None:
+                    stream[1].close()
+                    stream = None
     finally:
-        writer.close()
+        if stream is not None:
+            stream[1].close()
 
 
 def _body(load: Load, i: int) -> bytes:
@@ -170,6 +223,10 @@ async def _one(
         now = time.perf_counter()
         for event in events:
             _on_event(event, now, timing)
+    if timing.error:
+        raise StreamError(f"error event: {timing.error[:300]}")
+    if not timing.done:
+        raise TruncatedStream(f"the stream ended without data: [DONE] after {len(timing.chunks)} chunks")
     timing.end = time.perf_counter()
     return timing
 
@@ -180,12 +237,15 @@ def _on_event(event: bytes, now: float, timing: RequestTiming) -> None:
             continue
         payload = line[5:].strip()
         if payload == b"[DONE]":
+            timing.done = True
             return
         chunk = _CHUNK.decode(payload)
         if any(c.delta is not None and c.delta.content for c in chunk.choices):
             timing.chunks.append(now)
         if chunk.usage is not None:
             timing.completion_tokens = chunk.usage.completion_tokens
+        if chunk.error is not None:
+            timing.error = str(chunk.error)
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:

@@ -100,6 +100,8 @@ class BenchResult:
 def _num(x: float) -> str:
     if math.isnan(x):
         return "-"
+    if x == 0:
+        return "0"
     ax = abs(x)
     if ax >= 10_000:
         return f"{x:,.0f}"

@@ -33,8 +33,13 @@ def router_result(router: Measured, worker: Measured, repeats: int) -> BenchResu
         title="router: router -> worker vs the worker alone (load of B3)",
         ours_label="vllm-frontend serve --remote (RemoteLlm) -> worker",
         baseline_label="the worker alone (vllm-frontend serve --model)",
-        rows=load_rows(router, worker),
-        notes=[f"{repeats} repeats, alternating", tokens_per_chunk_note("router", router)],
+        rows=load_rows(router, worker, cpu="frontend"),
+        notes=[
+            f"{repeats} repeats, alternating",
+            tokens_per_chunk_note("router", router),
+            "frontend CPU: the router's process (and any below it) vs the worker's main process (not its "
+            "engine core)",
+        ],
     )
     for c in sorted(router):
         for name in (f"c={c} req/s", f"c={c} output tok/s"):

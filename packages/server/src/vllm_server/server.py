@@ -150,7 +150,13 @@ class Server:
         return engine, engine
 
     def _uvicorn_config(self, app: FastAPI) -> uvicorn.Config:
+        import os
+
         server = self.config.server
+        # How long an idle keep-alive connection stays open: vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE (seconds,
+        # default 5; vllm/envs.py). A client that reuses a connection the server closed meanwhile sees it
+        # closed: see "Keep-alive" in docs/performance.md.
+        keep_alive = int(os.environ.get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "5"))
         config = uvicorn.Config(
             app,
             host=server.host,
@@ -161,7 +167,7 @@ class Server:
             ssl_certfile=str(server.ssl_certfile) if server.ssl_certfile else None,
             ssl_keyfile=str(server.ssl_keyfile) if server.ssl_keyfile else None,
             timeout_graceful_shutdown=1,
-            timeout_keep_alive=5,
+            timeout_keep_alive=keep_alive,
         )
         if server.access_log:
             # uvicorn's access log, in its format, at the server's level (its other chatter stays quiet).
