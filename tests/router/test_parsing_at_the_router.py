@@ -16,13 +16,10 @@ import pytest
 import pytest_asyncio
 from openai import AsyncOpenAI, BadRequestError
 
-from tests.support.mock import tiny_mock
-from tests.support.servers import RunningServer, start_server
-from vllm_llm import MockLlm, ParserOptions
+from tests.support.cluster import open_parsing_cluster
+from tests.support.servers import RunningServer
+from vllm_llm import MockLlm
 from vllm_llm.text import TextTokenizer
-from vllm_remote_llm import RemoteLlm
-from vllm_server.config import ServerConfig
-from vllm_server.source import LlmSource
 
 OUTPUT = (
     "<think>The user wants the weather; I should call the tool.</think>"
@@ -65,27 +62,14 @@ class Routed:
 @pytest_asyncio.fixture
 async def routed(tiny_model_dir: Path) -> AsyncIterator[Routed]:
     """worker (MockLlm, no parsers) ← RemoteLlm ← router (hermes + deepseek_r1)."""
-    mock = tiny_mock(tiny_model_dir, step_interval=0.0005)
-    mock.script = TextTokenizer.from_dir(tiny_model_dir).encode(OUTPUT, add_special_tokens=False)
-    worker = await start_server(ServerConfig(port=0, grpc_port=0), LlmSource.provided(mock))
-    remote = await RemoteLlm.connect(worker.grpc_target)
-    parsers = ParserOptions(
-        enable_auto_tool_choice=True, tool_call_parser="hermes", reasoning_parser="deepseek_r1"
-    )
-    router = await start_server(
-        ServerConfig(port=0, grpc_port=None, tokenizer=str(tiny_model_dir), parsers=parsers),
-        LlmSource.provided(remote),
-    )
-    out = Routed(mock, worker, router)
-    try:
-        yield out
-    finally:
-        await out.client.close()
-        await out.worker_client.close()
-        await router.stop()
-        await remote.shutdown()
-        await worker.stop()
-        await mock.shutdown()
+    async with open_parsing_cluster(tiny_model_dir) as cluster:
+        cluster.mock.script = TextTokenizer.from_dir(tiny_model_dir).encode(OUTPUT, add_special_tokens=False)
+        out = Routed(cluster.mock, cluster.worker, cluster.router)
+        try:
+            yield out
+        finally:
+            await out.client.close()
+            await out.worker_client.close()
 
 
 def _calls(calls: Any) -> list[tuple[str, dict[str, Any]]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.support.mock import tiny_mock
 from tests.support.servers import RunningServer, start_server
 from tests.support.timing import PATIENCE
-from vllm_llm import MockLlm
+from vllm_llm import MockLlm, ParserOptions
 from vllm_remote_llm import RemoteLlm
 from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource
@@ -40,6 +40,31 @@ async def open_cluster(model_dir: Path) -> AsyncIterator[Cluster]:
     remote = await RemoteLlm.connect(worker.grpc_target, timeout=PATIENCE, connect_timeout=10)
     router = await start_server(
         ServerConfig(port=0, grpc_port=None, tokenizer=str(model_dir), max_request_body_bytes=1 << 20),
+        LlmSource.provided(remote),
+    )
+    try:
+        yield Cluster(mock, worker, remote, router)
+    finally:
+        await router.stop()
+        await remote.shutdown()
+        await worker.stop()
+        await mock.shutdown()
+
+
+#: The router's parsers in the parsing-at-the-router tests (the worker runs none).
+ROUTER_PARSERS = ParserOptions(
+    enable_auto_tool_choice=True, tool_call_parser="hermes", reasoning_parser="deepseek_r1"
+)
+
+
+@contextlib.asynccontextmanager
+async def open_parsing_cluster(model_dir: Path) -> AsyncIterator[Cluster]:
+    """worker (MockLlm, no parsers) ← RemoteLlm ← router (hermes + deepseek_r1): set `mock.script`."""
+    mock = tiny_mock(model_dir, step_interval=0.0005)
+    worker = await start_server(ServerConfig(port=0, grpc_port=0), LlmSource.provided(mock))
+    remote = await RemoteLlm.connect(worker.grpc_target)
+    router = await start_server(
+        ServerConfig(port=0, grpc_port=None, tokenizer=str(model_dir), parsers=ROUTER_PARSERS),
         LlmSource.provided(remote),
     )
     try:

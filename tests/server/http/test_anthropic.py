@@ -19,11 +19,11 @@ import pytest
 import pytest_asyncio
 from openai import AsyncOpenAI
 
+from tests.support.cluster import open_parsing_cluster
 from tests.support.mock import tiny_mock
 from tests.support.servers import RunningServer, start_server
-from vllm_llm import MockLlm, ParserOptions
+from vllm_llm import MockLlm
 from vllm_llm.text import TextTokenizer
-from vllm_remote_llm import RemoteLlm
 from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource
 
@@ -66,27 +66,14 @@ class Routed:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def routed(tiny_model_dir: Path) -> AsyncIterator[Routed]:
     """worker (MockLlm, no parsers) <- RemoteLlm <- router (hermes + deepseek_r1)."""
-    mock = tiny_mock(tiny_model_dir, step_interval=0.0005)
-    worker = await start_server(ServerConfig(port=0, grpc_port=0), LlmSource.provided(mock))
-    remote = await RemoteLlm.connect(worker.grpc_target)
-    parsers = ParserOptions(
-        enable_auto_tool_choice=True, tool_call_parser="hermes", reasoning_parser="deepseek_r1"
-    )
-    router = await start_server(
-        ServerConfig(port=0, grpc_port=None, tokenizer=str(tiny_model_dir), parsers=parsers),
-        LlmSource.provided(remote),
-    )
-    out = Routed(mock, router, TextTokenizer.from_dir(tiny_model_dir))
-    try:
-        yield out
-    finally:
-        await out.client.close()
-        await out.openai.close()
-        await out.http.aclose()
-        await router.stop()
-        await remote.shutdown()
-        await worker.stop()
-        await mock.shutdown()
+    async with open_parsing_cluster(tiny_model_dir) as cluster:
+        out = Routed(cluster.mock, cluster.router, TextTokenizer.from_dir(tiny_model_dir))
+        try:
+            yield out
+        finally:
+            await out.client.close()
+            await out.openai.close()
+            await out.http.aclose()
 
 
 # ---- messages.create ----------------------------------------------------------------------------------
