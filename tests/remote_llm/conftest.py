@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import pytest
 import pytest_asyncio
 
 from tests.support.grpc_serving import Served, serving
@@ -23,3 +24,9 @@ async def served(mock: MockLlm) -> AsyncIterator[Served]:
     """`mock` behind a GrpcFrontend."""
     async with serving(mock) as s:
         yield s
+
+
+@pytest.fixture(params=[False, True], ids=["calls", "mux"])
+def mux(request: pytest.FixtureRequest) -> bool:
+    """Whether the RemoteLlm under test sends its requests on one GenerateMux stream (else a call each)."""
+    return bool(request.param)

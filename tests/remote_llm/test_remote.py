@@ -32,8 +32,8 @@ from vllm_remote_llm import RemoteLlm, WireRevisionMismatch
 
 
 @pytest_asyncio.fixture
-async def remote(served: Served) -> AsyncIterator[RemoteLlm]:
-    llm = await RemoteLlm.connect(served.target, connect_timeout=10)
+async def remote(served: Served, mux: bool) -> AsyncIterator[RemoteLlm]:
+    llm = await RemoteLlm.connect(served.target, connect_timeout=10, mux=mux)
     yield llm
     await llm.shutdown()
 
@@ -205,10 +205,12 @@ class RaisingLlm(MockLlm):
         (LlmError("engine trouble"), Remote),
     ],
 )
-async def test_status_codes_map_back_to_errors(error: Exception, expected: type[Exception]) -> None:
+async def test_status_codes_map_back_to_errors(
+    error: Exception, expected: type[Exception], mux: bool
+) -> None:
     llm = RaisingLlm(error)
     async with serving(llm) as served:
-        remote = await RemoteLlm.connect(served.target)
+        remote = await RemoteLlm.connect(served.target, mux=mux)
         with pytest.raises(expected) as err:
             await remote.generate(request("x"))
         assert type(err.value) is expected
@@ -228,8 +230,10 @@ async def test_a_failing_engine_mid_stream_is_remote_internal(mock: MockLlm, rem
     assert (err.value.code, err.value.message) == ("INTERNAL", "engine exploded")
 
 
-async def test_time_to_first_output_is_bounded_by_the_timeout(mock: MockLlm, served: Served) -> None:
-    remote = await RemoteLlm.connect(served.target, timeout=0.2)
+async def test_time_to_first_output_is_bounded_by_the_timeout(
+    mock: MockLlm, served: Served, mux: bool
+) -> None:
+    remote = await RemoteLlm.connect(served.target, timeout=0.2, mux=mux)
     blocker = await hold_first_outputs(mock)
     # RemoteLlm reads the first output before handing the stream out (a worker failing before it is
     # failed over), so the bound fires in `generate`

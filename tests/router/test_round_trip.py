@@ -7,6 +7,7 @@ the same outputs.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -25,13 +26,16 @@ from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def hop(engine_llm: EngineCoreLlm) -> AsyncIterator[tuple[RunningServer, RemoteLlm]]:
-    """A server over the session engine wrapped as an opaque Llm, and a RemoteLlm to it."""
+@pytest_asyncio.fixture(loop_scope="session", params=[False, True], ids=["calls", "mux"])
+async def hop(
+    engine_llm: EngineCoreLlm, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[RunningServer, RemoteLlm]]:
+    """A server over the session engine wrapped as an opaque Llm, and a RemoteLlm to it (a Generate call
+    per request, or every request on one GenerateMux stream)."""
     server = await start_server(
         ServerConfig(port=0, grpc_port=0), LlmSource.provided(DelegatingLlm(engine_llm))
     )
-    remote = await RemoteLlm.connect(server.grpc_target)
+    remote = await RemoteLlm.connect(server.grpc_target, mux=request.param)
     yield server, remote
     await remote.shutdown()
     await server.stop()
@@ -42,7 +46,9 @@ async def test_the_engine_core_receives_every_field_through_the_hop(
 ) -> None:
     # Recorded inside the engine-core process (tests.support.engine_recorder), then refused there.
     _, remote = hop
-    request = msgspec.structs.replace(EVERY_FIELD, request_id=f"{REFUSE_PREFIX}every-field-via-hop")
+    request = msgspec.structs.replace(
+        EVERY_FIELD, request_id=f"{REFUSE_PREFIX}every-field-via-hop-{uuid.uuid4().hex[:8]}"
+    )
     got = await collect(await remote.generate(request))
     assert [o.finish_reason for o in got.outputs] == [FinishReason.ABORT]  # abort_immediately
     await taken_before(remote)

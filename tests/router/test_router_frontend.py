@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import pytest
 import pytest_asyncio
 from openai import AsyncOpenAI
 
@@ -18,12 +19,15 @@ from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource
 
 
-@pytest_asyncio.fixture
-async def router(tiny_model_dir: Path) -> AsyncIterator[tuple[RunningServer, MockLlm]]:
-    """A worker over a MockLlm and a router over a RemoteLlm to it, both full servers."""
+@pytest_asyncio.fixture(params=[False, True], ids=["calls", "mux"])
+async def router(
+    tiny_model_dir: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[RunningServer, MockLlm]]:
+    """A worker over a MockLlm and a router over a RemoteLlm to it (a Generate call per request, or one
+    GenerateMux stream), both full servers."""
     mock = tiny_mock(tiny_model_dir, step_interval=0.005)
     worker = await start_server(ServerConfig(port=0, grpc_port=0), LlmSource.provided(mock))
-    remote = await RemoteLlm.connect(worker.grpc_target)
+    remote = await RemoteLlm.connect(worker.grpc_target, mux=request.param)
     router = await start_server(ServerConfig(port=0, grpc_port=None), LlmSource.provided(remote))
     yield router, mock
     await router.stop()

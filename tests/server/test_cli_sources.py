@@ -87,6 +87,7 @@ REFUSED: dict[str, tuple[list[str], tuple[str, ...], str]] = {
     "remote_keyfile": (["--remote-keyfile", "/k"], ("model", "mock"), "the connection to --remote workers"),
     "remote_api_key": (["--remote-api-key", "k"], ("model", "mock"), "the connection to --remote workers"),
     "remote_prefill": (["--remote-prefill", "127.0.0.1:2"], ("model", "mock"), "needs --remote"),
+    "remote_mux": (["--remote-mux"], ("model", "mock"), "the connection to --remote workers"),
     "routing": (["--routing", "prefix"], ("model", "mock"), "pick among --remote workers"),
     "prefix_blocks": (["--prefix-blocks", "8"], ("model", "mock"), ""),
     "outlier_detection": (["--outlier-detection"], ("model", "mock"), "pick among --remote workers"),
@@ -130,3 +131,11 @@ ACCEPTED = [
 def test_a_flag_of_its_own_source_is_taken(flag: str, source: str) -> None:
     given, _, _ = REFUSED[flag]
     frontend_config(_parser().parse_args(["serve", *SOURCE_ARGS[source], *given]))
+
+
+@pytest.mark.parametrize("picking", [["--routing", "prefix"], ["--outlier-detection"]])
+def test_remote_mux_with_a_flag_that_picks_among_workers_is_refused(picking: list[str]) -> None:
+    # One GenerateMux stream goes to one worker: picking among several would silently not happen.
+    args = _parser().parse_args(["serve", *SOURCE_ARGS["remote"], "--remote-mux", *picking])
+    with pytest.raises(SystemExit, match="--remote-mux sends every request of a target to one worker"):
+        frontend_config(args)

@@ -47,6 +47,7 @@ EXPECTED: dict[str, tuple[int | None, str, str | None]] = {
     "vllm_llm._errors.Unsupported": (400, "UNIMPLEMENTED", "BadRequestError"),
     "vllm_llm._errors.NoTokenizer": (501, "UNIMPLEMENTED", "NotImplementedError"),
     "vllm_remote_llm._errors.WireRevisionMismatch": (400, "UNIMPLEMENTED", "BadRequestError"),
+    "vllm_remote_llm._mux.SessionEnded": (503, "UNAVAILABLE", "ServiceUnavailableError"),
     "vllm_llm._errors.Unavailable": (503, "UNAVAILABLE", "ServiceUnavailableError"),
     "vllm_llm._errors.Remote": (500, "INTERNAL", "InternalServerError"),
     "vllm_llm._errors.EngineDead": (500, "INTERNAL", "InternalServerError"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import signal
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import grpc
 import httpx
+import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -105,7 +107,11 @@ async def _serving(target: str) -> None:
                 return
 
 
-async def test_router_loads_neither_vllm_nor_torch_nor_the_bench(worker: RunningServer) -> None:
+@pytest.mark.parametrize("mux", [False, True], ids=["calls", "remote-mux"])
+async def test_router_loads_neither_vllm_nor_torch_nor_the_bench(
+    worker: RunningServer, mux: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="vllm_server.grpc.llm_service")
     # no access log: the router's stdout carries the module listing
     argv = [
         "serve",
@@ -116,6 +122,7 @@ async def test_router_loads_neither_vllm_nor_torch_nor_the_bench(worker: Running
         "--grpc-port",
         "0",
         "--disable-uvicorn-access-log",
+        *(["--remote-mux"] if mux else []),
     ]
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -144,3 +151,6 @@ async def test_router_loads_neither_vllm_nor_torch_nor_the_bench(worker: Running
     loaded = sorted(m for m in modules if m.split(".")[0] in ENGINE_OR_TOOLING)
     assert not loaded, f"{len(loaded)} modules loaded, among them {loaded[:12]}"
     assert code == 0, "\n".join(router.log)
+    # --remote-mux: the worker served the completion on a GenerateMux stream (it logs each one)
+    streams = [r.getMessage() for r in caplog.records if "GenerateMux stream" in r.getMessage()]
+    assert bool(streams) is mux, streams

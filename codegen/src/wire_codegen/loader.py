@@ -285,7 +285,7 @@ class _Loader:
             if streaming not in get_args(Streaming):
                 raise self.fail(
                     mm["streaming"],
-                    f"method {mname}: streaming must be unary or server, got {streaming!r}",
+                    f"method {mname}: streaming must be unary, server or bidi, got {streaming!r}",
                 )
             methods.append(
                 Method(

@@ -8,7 +8,7 @@ from typing import Literal
 from wire_codegen.typeref import TypeRef
 
 Layout = Literal["named", "positional"]
-Streaming = Literal["unary", "server"]
+Streaming = Literal["unary", "server", "bidi"]
 Literal_ = bool | int | float | str | list[object] | dict[str, object] | None
 
 

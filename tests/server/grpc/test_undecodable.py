@@ -37,7 +37,7 @@ def _proto_methods() -> list[tuple[str, str, bool]]:
 CASES = [
     *((path, NOT_PROTOBUF, what, streaming) for path, what, streaming in _proto_methods()),
     *(
-        (f"/{SERVICE_NAME}/{m.name}", NOT_MSGPACK, m.request_type.__name__, m.streaming == "server")
+        (f"/{SERVICE_NAME}/{m.name}", NOT_MSGPACK, m.request_type.__name__, m.streaming != "unary")
         for m in METHODS
     ),
 ]

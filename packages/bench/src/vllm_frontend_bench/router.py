@@ -19,7 +19,7 @@ async def start_router(worker_grpc_port: int, log_dir: Path) -> ServerProcess:
     port = free_port()
     argv = frontend_argv(
         "serve", "--remote", f"127.0.0.1:{worker_grpc_port}", "--host", "127.0.0.1", "--port", str(port),
-        "--grpc-port", "-1", "--log-level", "warning",
+        "--grpc-port", "-1", "--log-level", "warning", "--remote-mux",
     )  # fmt: skip
     return await start_server(
         "router", argv, http_port=port, ready_path="/ready", log_path=log_dir / "router.log"

@@ -77,6 +77,20 @@ class OutputChannel:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    async def first(self) -> BaseException | None:
+        """Wait until an output or the end is there to read, taking nothing; the channel's error when
+        it failed before any output, else None."""
+        while not self._items and not self._closed:
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            self._waiter = loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._error if not self._items else None
+
     async def get(self) -> GenerateOutput:
         """The next output; raises the channel's error once the outputs before it are read."""
         while not self._items:

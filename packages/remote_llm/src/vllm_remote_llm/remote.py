@@ -30,6 +30,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 
 import grpc
@@ -60,9 +62,12 @@ from vllm_llm.wire import (
 from vllm_remote_llm._call import CallOutputs, output_deserializer
 from vllm_remote_llm._channel import Keepalive, RemoteTls, open_channel
 from vllm_remote_llm._errors import WireRevisionMismatch, translate_errors
+from vllm_remote_llm._mux import MuxSession, SessionEnded
 from vllm_remote_llm._readiness import ReadinessWatch
 from vllm_remote_llm._routing import PREFIX_HASH_HEADER, OutlierDetection, Routing, prefix_hash
 from vllm_remote_llm.stub import LlmStub
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_KEEPALIVE = Keepalive()
 DEFAULT_OUTLIER_DETECTION = OutlierDetection()
@@ -97,6 +102,7 @@ class RemoteLlm(Llm):
         idle_timeout: float | None = None,
         max_message_bytes: int = 64 << 20,
         prefix_blocks: int | None = None,
+        mux: bool = False,
     ) -> None:
         """Use `connect`; this takes over an open channel and the already adopted info."""
         _check_idle_timeout(idle_timeout)
@@ -119,6 +125,9 @@ class RemoteLlm(Llm):
         self._readiness = ReadinessWatch(channel, SERVICE_NAME, metadata)
         self._calls: dict[str, set[CallOutputs]] = {}
         self._shut_down = False
+        #: GenerateMux: whether to use it, and the current session (opened on first use).
+        self._mux = mux
+        self._session: MuxSession | None = None
 
     @classmethod
     async def connect(
@@ -135,6 +144,7 @@ class RemoteLlm(Llm):
         routing: Routing = "round_robin",
         prefix_blocks: int = DEFAULT_PREFIX_BLOCKS,
         outlier_detection: OutlierDetection | None = None,
+        mux: bool = False,
     ) -> RemoteLlm:
         """Connect to `target`, wait (up to `connect_timeout` s) for a serving worker and adopt its info.
 
@@ -161,6 +171,12 @@ class RemoteLlm(Llm):
         `routing`: how a worker is picked (`_routing`): `round_robin`, or `prefix` (gRPC's ring_hash on a
         hash of the prompt's first `prefix_blocks` KV blocks). `outlier_detection`: which failing workers
         gRPC ejects (None, the default: none; gRPC's ejection has no panic mode, see `_routing`).
+
+        `mux`: send requests on one `GenerateMux` stream instead of a Generate call each (`_mux`): one
+        message per write for all of them, not one per output per request. The stream is one call, so
+        gRPC puts all of it on one worker: for a target that is one worker (a router or a scaled-out
+        frontend in front of it), not a balanced set. A worker without the method (an older revision)
+        answers UNIMPLEMENTED once; this RemoteLlm then uses Generate calls.
         """
         _check_idle_timeout(idle_timeout)
         if prefix_blocks < 1:
@@ -185,6 +201,7 @@ class RemoteLlm(Llm):
                 idle_timeout=idle_timeout,
                 max_message_bytes=max_message_bytes,
                 prefix_blocks=prefix_blocks if routing == "prefix" else None,
+                mux=mux,
             )
             await llm._readiness.start(first_within=connect_timeout)
         except BaseException:
@@ -225,6 +242,10 @@ class RemoteLlm(Llm):
                 "or smaller media",
                 param="messages" if request.mm_features else None,
             )
+        if self._mux:
+            stream = await self._generate_mux(request)
+            if stream is not None:
+                return stream
         metadata = self._call_metadata(request)
         for attempt in range(FAILOVER_ATTEMPTS):
             last = attempt + 1 >= FAILOVER_ATTEMPTS
@@ -261,9 +282,12 @@ class RemoteLlm(Llm):
             raise InvalidRequest("request_ids must not be empty", param="request_ids")
         self._check_open()
         elsewhere: list[str] = []
+        session = self._session
         for rid in dict.fromkeys(request_ids):
             calls = self._calls.get(rid)
-            if calls:
+            if session is not None and session.running(rid):
+                session.cancel(rid, deliver_abort=True)
+            elif calls:
                 for outputs in list(calls):
                     outputs.abort()
             else:
@@ -279,6 +303,8 @@ class RemoteLlm(Llm):
         if self._shut_down:
             return
         self._shut_down = True
+        if self._session is not None:
+            await self._session.close()
         for calls in list(self._calls.values()):
             for outputs in list(calls):
                 outputs.close()
@@ -286,6 +312,40 @@ class RemoteLlm(Llm):
         await self._channel.close()
 
     # ---- internals ---------------------------------------------------------------------------------
+
+    async def _generate_mux(self, request: GenerateRequest) -> GenerateStream | None:
+        """`generate` on the GenerateMux session; None when the worker does not serve GenerateMux (from
+        then on this RemoteLlm uses Generate calls)."""
+        rid = request.request_id
+        for attempt in range(FAILOVER_ATTEMPTS):
+            session = self._session
+            if session is None or not session.alive:
+                session = self._session = MuxSession(self._channel, self._metadata, idle=self._idle_timeout)
+            channel = session.start(request)
+            try:
+                async with asyncio.timeout(self._timeout):
+                    failed = await channel.first()
+            except TimeoutError as exc:
+                session.cancel(rid, deliver_abort=False)
+                raise Unavailable(f"no output from the server within {self._timeout} s") from exc
+            except BaseException:
+                session.cancel(rid, deliver_abort=False)
+                raise
+            if failed is None:
+
+                async def on_abort(session: MuxSession = session) -> None:
+                    session.cancel(rid, deliver_abort=False)
+
+                return GenerateStream(rid, channel, on_abort)
+            if session.status == grpc.StatusCode.UNIMPLEMENTED:
+                logger.warning("the worker does not serve GenerateMux (%s); using Generate calls", failed)
+                self._mux = False
+                return None
+            # The stream ended before this request's first output (the worker went away, drained or
+            # stopped): nothing reached the caller, so a new stream may take it once.
+            if not isinstance(failed, SessionEnded) or attempt + 1 >= FAILOVER_ATTEMPTS:
+                raise failed
+        raise AssertionError("unreachable")
 
     def _check(self, request: GenerateRequest) -> None:
         """Reject locally what the adopted LlmInfo already rules out (the server checks the rest)."""

@@ -241,6 +241,13 @@ def _parser() -> argparse.ArgumentParser:
         help="--routing prefix: how many leading KV blocks of a prompt pick its worker",
     )
     remote.add_argument(
+        "--remote-mux",
+        action="store_true",
+        help="send every request on one GenerateMux stream per target (one gRPC message per write for all "
+        "requests, not one per token per request): for a target that is ONE worker, since one stream goes "
+        "to one worker; a worker without GenerateMux gets a Generate call per request",
+    )
+    remote.add_argument(
         "--outlier-detection",
         action="store_true",
         help="eject workers whose calls keep failing for a while (gRPC's outlier_detection; it has no "
@@ -280,6 +287,11 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
     ):
         raise SystemExit(
             "Error: --routing, --prefix-blocks and --outlier-detection pick among --remote workers"
+        )
+    if args.remote_mux and (args.routing != "round_robin" or args.outlier_detection):
+        raise SystemExit(
+            "Error: --remote-mux sends every request of a target to one worker; --routing prefix and "
+            "--outlier-detection pick among several"
         )
     if args.remote is None and args.remote_prefill is not None:
         raise SystemExit("Error: --remote-prefill needs --remote (the decode workers)")
@@ -448,6 +460,7 @@ _REMOTE_FLAGS = {
     "remote_certfile": None,
     "remote_keyfile": None,
     "remote_api_key": None,
+    "remote_mux": False,
 }
 
 
@@ -597,6 +610,7 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
             routing=args.routing,
             prefix_blocks=args.prefix_blocks,
             outlier_detection=DEFAULT_OUTLIER_DETECTION if args.outlier_detection else None,
+            mux=args.remote_mux,
         )
 
     decode = await connect(args.remote)

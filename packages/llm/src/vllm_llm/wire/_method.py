@@ -17,7 +17,7 @@ class MethodSpec(Generic[Req, Resp]):
 
     service: str
     name: str
-    streaming: Literal["unary", "server"]
+    streaming: Literal["unary", "server", "bidi"]
     request_type: type[Req]
     response_type: type[Resp]
 

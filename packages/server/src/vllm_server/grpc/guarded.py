@@ -10,7 +10,7 @@ error table's status for `InvalidRequest`) before the servicer runs.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 from google.protobuf import message_factory
@@ -54,12 +54,20 @@ def guarded_deserializer(
 def method_handler(
     behaviour: Behaviour,
     *,
-    streaming: bool,
+    streaming: bool | Literal["bidi"],
     deserializer: Callable[[bytes], Any],
     serializer: Callable[[Any], bytes],
     service: str,
 ) -> grpc.RpcMethodHandler:
-    """The grpcio handler of one unary-request method: reject what did not decode, else serve."""
+    """The grpcio handler of one method: reject what did not decode, else serve.
+
+    `streaming`: False (unary), True (server streaming) or "bidi". A bidi behaviour takes the request
+    iterator, whose items may be `Undecodable`: it ends the call with INVALID_ARGUMENT on one itself.
+    """
+    if streaming == "bidi":
+        return grpc.stream_stream_rpc_method_handler(
+            behaviour, request_deserializer=deserializer, response_serializer=serializer
+        )
 
     async def guarded(request: Any, context: ServicerContext) -> Any:
         if isinstance(request, Undecodable):

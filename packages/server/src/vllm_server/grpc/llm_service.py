@@ -12,7 +12,8 @@ the Llm stream in `finally`, which aborts the request.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -29,13 +30,17 @@ from vllm_llm.wire import (
     InfoRequest,
     LlmInfo,
     MethodSpec,
+    MuxRequest,
     decoder,
     encode,
 )
 from vllm_remote_llm.protocol import ACCEPTED_METADATA
-from vllm_server.grpc.guarded import guarded_deserializer, method_handler
+from vllm_server.grpc.guarded import Undecodable, guarded_deserializer, method_handler
+from vllm_server.grpc.mux import MuxSession
 from vllm_server.grpc.status import ServicerContext, abort_call
 from vllm_server.metrics import Metrics, finish_reason_name
+
+logger = logging.getLogger(__name__)
 
 
 class LlmService:
@@ -52,6 +57,7 @@ class LlmService:
         #: The server's metrics: a routed request counts on the worker that ran it.
         self._metrics = metrics
         self._draining = False
+        self._mux_sessions: set[MuxSession] = set()
 
     def register(self, server: grpc.aio.Server) -> None:
         """Add the service to `server` (from the generated method table, with guarded request decoding)."""
@@ -62,8 +68,11 @@ class LlmService:
         server.add_registered_method_handlers(SERVICE_NAME, handlers)
 
     def begin_drain(self) -> None:
-        """Refuse new Generate calls with UNAVAILABLE from now on; calls in flight go on."""
+        """Refuse new Generate calls (and GenerateMux requests) with UNAVAILABLE from now on; calls in
+        flight go on, and a GenerateMux call ends once its running requests ended."""
         self._draining = True
+        for session in list(self._mux_sessions):
+            session.drain()
 
     async def Generate(self, request: GenerateRequest, context: ServicerContext) -> None:
         """Stream the Llm's delta outputs; cancelling the call aborts the request.
@@ -103,6 +112,22 @@ class LlmService:
             await stream.aclose()
             if recorded is not None:
                 recorded.finish(finish_reason_name(reason))
+
+    async def GenerateMux(
+        self, requests: AsyncIterator[MuxRequest | Undecodable], context: ServicerContext
+    ) -> None:
+        """Many requests on one stream (`vllm_server.grpc.mux`)."""
+        session = MuxSession(
+            self._llm, metrics=self._metrics, draining=lambda: self._draining, service=SERVICE_NAME
+        )
+        self._mux_sessions.add(session)
+        peer = context.peer()
+        logger.info("a GenerateMux stream from %s opened", peer)
+        try:
+            await session.serve(requests, context)
+        finally:
+            self._mux_sessions.discard(session)
+            logger.info("the GenerateMux stream from %s closed after %d requests", peer, session.started)
 
     async def Info(self, request: InfoRequest, context: ServicerContext) -> LlmInfo:
         """The Llm's `LlmInfo`, with what the server adds (the LoRA adapters it serves)."""
@@ -145,7 +170,7 @@ def _method_handler(
     """The grpcio handler of one method of the table: decode, reject what did not decode, serve."""
     return method_handler(
         behaviour,
-        streaming=method.streaming == "server",
+        streaming="bidi" if method.streaming == "bidi" else method.streaming == "server",
         deserializer=_request_decoder(method.request_type),
         serializer=encode,
         service=SERVICE_NAME,
