@@ -100,6 +100,18 @@ async def test_sse_keep_alive_keeps_the_disconnect_watch(tiny_model_dir: Path) -
         assert llm.aborted and llm.aborted[-1].startswith("chatcmpl-")
 
 
+async def test_a_client_gone_while_no_frame_flows_is_noticed(tiny_model_dir: Path) -> None:
+    # No keep-alive, an engine that produces nothing: only the response's disconnect watch can see the
+    # client leave (no write fails); the request must not wait for a token to be aborted.
+    async with mock_served(tiny_model_dir) as (served, llm):
+        llm.pause()
+        async with served.http.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as resp:
+            assert resp.status_code == 200
+            await asyncio.wait_for(llm.subscribe_running().wait_for(lambda n: n == 1), 30)
+        await asyncio.wait_for(llm.subscribe_running().wait_for(lambda n: n == 0), 30)
+        assert llm.aborted and llm.aborted[-1].startswith("chatcmpl-")
+
+
 async def test_no_keep_alive_wrapper_without_an_interval() -> None:
     async def frames() -> AsyncIterator[bytes]:
         yield b"data: {}\n\n"

@@ -7,6 +7,13 @@ own awaits too (and leave the engine request running).
 With a keep-alive interval (vLLM's --sse-keep-alive-interval), `event_stream` sends vLLM's comment
 line `: keep-alive` whenever the frames have been silent that long; with none, the frames pass as they
 are (no task, no timer).
+
+`SseResponse` is Starlette's StreamingResponse with the roles of its two tasks swapped: the frames are
+written by the request's own task, as soon as the handler returns, while a child task watches for the
+client's disconnect and cancels the writing when it comes (Starlette writes from a new task, which
+starts one event-loop turn later: under load, one more wait behind every other stream's step for each
+request's first token). The disconnect watch is kept: a client gone while no frame flows (a long
+prefill, a queued request) still ends the stream at once, and the frames' cleanup aborts the request.
 """
 
 from __future__ import annotations
@@ -19,11 +26,21 @@ from typing import Protocol
 
 import anyio
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from vllm_server.errors import error_body, map_error
 from vllm_server.http.openai.codec import encode
 
-__all__ = ["DONE", "KEEP_ALIVE", "Closable", "close_shielded", "error_event", "event", "event_stream"]
+__all__ = [
+    "DONE",
+    "KEEP_ALIVE",
+    "Closable",
+    "SseResponse",
+    "close_shielded",
+    "error_event",
+    "event",
+    "event_stream",
+]
 
 DONE = b"data: [DONE]\n\n"
 #: vLLM's SSE_KEEP_ALIVE_COMMENT.
@@ -52,12 +69,44 @@ async def close_shielded(stream: Closable) -> None:
         await stream.aclose()
 
 
+class SseResponse(StreamingResponse):
+    """A streaming response written by the request's own task, a child task watching for the client's
+    disconnect (see the module docstring)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        try:
+            async with anyio.create_task_group() as watch:
+
+                async def cancel_on_disconnect() -> None:
+                    await self.listen_for_disconnect(receive)
+                    watch.cancel_scope.cancel()
+
+                watch.start_soon(cancel_on_disconnect)
+                await self.stream_response(send)
+                watch.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # anyio groups what its tasks raised; at most one did here
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        finally:
+            # Cancelled between two frames (in `send`), the frames' generator still holds its request.
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                with anyio.CancelScope(shield=True):
+                    await aclose()
+        if self.background is not None:
+            await self.background()
+
+
 def event_stream(frames: AsyncIterator[bytes], keep_alive: float = 0.0) -> StreamingResponse:
     """The `text/event-stream` response over `frames`, with keep-alive comments every `keep_alive`
     seconds of silence when that is positive and finite."""
     if 0 < keep_alive < math.inf:
         frames = _with_keep_alive(frames, keep_alive)
-    return StreamingResponse(frames, media_type="text/event-stream")
+    return SseResponse(frames, media_type="text/event-stream")
 
 
 async def _with_keep_alive(frames: AsyncIterator[bytes], interval: float) -> AsyncIterator[bytes]:
