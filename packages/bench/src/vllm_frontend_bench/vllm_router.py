@@ -177,7 +177,7 @@ def vllm_router_result(ours: Measured, theirs: Measured, alone: Measured, max_to
     result = BenchResult(
         key="B5",
         title="router vs router: ours and vLLM's Rust router in front of the same worker (load of B3)",
-        ours_label="vllm-frontend serve --remote (RemoteLlm) -> worker",
+        ours_label="vllm-frontend serve --remote --remote-mux (RemoteLlm) -> worker",
         baseline_label=f"vllm-router {VLLM_ROUTER_VERSION} --policy round_robin -> grpc:// worker",
         rows=[],
         notes=[

