@@ -115,6 +115,12 @@ FOREIGN_BODIES: dict[str, list[object]] = {
     ],
     "Info": [FOREIGN],
     "Abort": [{"request_ids": [FOREIGN]}, FOREIGN],
+    "GenerateMux": [
+        {"generate": [{**_VALID, "request_id": FOREIGN}]},
+        {"generate": [{**_VALID, "sampling_params": {"extra_args": {"x": FOREIGN}}}]},
+        {"cancel": [FOREIGN]},
+        FOREIGN,
+    ],
 }
 
 
@@ -122,7 +128,12 @@ FOREIGN_BODIES: dict[str, list[object]] = {
 def test_request_decoders_reject_foreign_extension_types(method: MethodSpec[Any, Any]) -> None:
     """The server's request decoders refuse an Ext other than the tensor's, even in an `any` value."""
     decode = _request_decoder(method.request_type)
-    valid = {"Generate": _VALID, "Info": {}, "Abort": {"request_ids": ["r"]}}[method.name]
+    valid = {
+        "Generate": _VALID,
+        "Info": {},
+        "Abort": {"request_ids": ["r"]},
+        "GenerateMux": {"generate": [_VALID], "cancel": ["r"]},
+    }[method.name]
     assert not isinstance(decode(msgspec.msgpack.encode(valid)), Undecodable)
     for value in FOREIGN_BODIES[method.name]:
         assert isinstance(decode(msgspec.msgpack.encode(value)), Undecodable), value
