@@ -25,11 +25,14 @@ from vllm_llm.wire import (
     SERVICE_NAME,
     FinishReason,
     GenerateOutput,
+    MuxError,
     MuxRequest,
     MuxResponse,
+    decoder,
 )
 from vllm_remote_llm import RemoteLlm
 from vllm_server.grpc.llm_service import LlmService, _method_handler
+from vllm_server.grpc.mux import MuxSession
 
 
 async def _read_until_final(
@@ -207,6 +210,48 @@ async def test_an_id_already_running_is_refused_locally(mock: MockLlm, served: S
         await eventually(lambda: mock.aborted == ["twice"], what="closing the stream aborted it")
     finally:
         await remote.shutdown()
+
+
+async def test_requests_queued_together_are_split_under_the_message_limit(mock: MockLlm) -> None:
+    # Each request is ~1.2 KB on the wire, the limit 4 KiB on both sides: eight started at once would be
+    # one 10 KB MuxRequest, which gRPC refuses (the whole stream would fail); they go in several.
+    prompt = list(range(1000, 1400))
+    async with serving(mock, max_message_bytes=4096) as served:
+        remote = await RemoteLlm.connect(served.target, mux=True, max_message_bytes=4096)
+        try:
+            streams = await asyncio.gather(
+                *(remote.generate(request(f"big{i}", prompt=prompt, max_tokens=3)) for i in range(8))
+            )
+            got = await asyncio.gather(*(_collect(s) for s in streams))
+        finally:
+            await remote.shutdown()
+    for outputs in got:
+        assert [t for o in outputs for t in o.token_ids] == [mock.token_at(prompt, k) for k in range(3)]
+
+
+class _Writes:
+    """A servicer context that keeps what is written."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    async def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+
+async def test_the_outputs_of_one_write_are_split_under_the_message_limit(mock: MockLlm) -> None:
+    session = MuxSession(
+        mock, metrics=None, draining=lambda: False, service=SERVICE_NAME, max_message_bytes=2048
+    )
+    outputs = [GenerateOutput(request_id=f"r{i}", token_ids=list(range(1000, 1300))) for i in range(10)]
+    errors = [MuxError(request_id="r3", code="INTERNAL", message="after its output")]
+    context = _Writes()
+    await session._write(context, outputs, errors)
+    messages = [decoder(MuxResponse).decode(data) for data in context.written]
+    assert len(messages) > 1 and all(len(data) <= 2048 for data in context.written)
+    assert [o for m in messages for o in m.outputs or ()] == outputs  # nothing lost or reordered
+    assert [e for m in messages for e in m.errors or ()] == errors
+    assert messages[-1].errors == errors  # the errors go last, after their requests' outputs
 
 
 async def _collect(stream: AsyncIterator[GenerateOutput]) -> list[GenerateOutput]:

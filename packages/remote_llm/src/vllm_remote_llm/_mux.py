@@ -2,7 +2,8 @@
 
 Each request gets an `OutputChannel` (outputs merge there when its reader lags, as on a worker); one
 reader task routes every `MuxResponse` to the channels, one writer task sends what was queued since its
-last write (starts and cancels) as one `MuxRequest`.
+last write (starts and cancels) as one `MuxRequest`, or as several when one would exceed the channel's
+message limit (`max_message_bytes`: one request's own size is checked by `RemoteLlm.generate`).
 
 - **Wake order.** A message carries one output per request of an engine step (128 at c=128); each
   `put` wakes the task reading that request (an HTTP stream). First outputs are put first, and the
@@ -92,6 +93,7 @@ class MuxSession:
         metadata: tuple[tuple[str, str], ...],
         *,
         idle: float | None,
+        max_message_bytes: int = 64 << 20,
     ) -> None:
         call_of = channel.stream_stream(
             GENERATEMUX.path,
@@ -101,7 +103,9 @@ class MuxSession:
         )
         self._call = call_of(metadata=metadata)
         self._open: dict[str, _Open] = {}
-        self._starts: list[GenerateRequest] = []
+        #: Requests to send, with their encoded size (a message of them stays under the send limit).
+        self._starts: list[tuple[GenerateRequest, int]] = []
+        self._max_message_bytes = max_message_bytes
         self._cancels: list[str] = []
         self._loop = asyncio.get_running_loop()
         self._wants_write: asyncio.Future[None] | None = None
@@ -120,14 +124,15 @@ class MuxSession:
         """Whether new requests may go on this session."""
         return self.ended is None
 
-    def start(self, request: GenerateRequest) -> RequestChannel:
-        """Send `request`; its outputs (or its error) arrive in the returned channel."""
+    def start(self, request: GenerateRequest, size: int) -> RequestChannel:
+        """Send `request` (`size` bytes encoded); its outputs (or its error) arrive in the returned
+        channel."""
         assert self.ended is None
         rid = request.request_id
         if rid in self._open:
             raise InvalidRequest(f"request {rid!r} is already running", param="request_id")
         state = self._open[rid] = _Open(RequestChannel(self, rid), self._loop.time())
-        self._starts.append(request)
+        self._starts.append((request, size))
         self._kick()
         return state.channel
 
@@ -170,13 +175,26 @@ class MuxSession:
                     finally:
                         self._wants_write = None
                     continue
-                starts, self._starts = self._starts, []
                 cancels, self._cancels = self._cancels, []
+                starts = self._take_starts(sum(len(rid) + 8 for rid in cancels))
                 await call.write(encode(MuxRequest(generate=starts or None, cancel=cancels or None)))
         except asyncio.CancelledError:
             raise
         except Exception:  # the call failed: the reader sees its status
             return
+
+    def _take_starts(self, used: int) -> list[GenerateRequest]:
+        """The queued requests that fit in one message beside `used` bytes (at least one: each is
+        within the limit by itself, `RemoteLlm` checks); the rest wait for the next write."""
+        budget = self._max_message_bytes - 64 - used
+        taken = 0
+        for _, size in self._starts:
+            budget -= size + 8
+            if budget < 0 and taken:
+                break
+            taken += 1
+        starts, self._starts = self._starts[:taken], self._starts[taken:]
+        return [request for request, _ in starts]
 
     async def _read(self) -> None:
         call = self._call

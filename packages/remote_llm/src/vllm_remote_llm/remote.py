@@ -243,7 +243,7 @@ class RemoteLlm(Llm):
                 param="messages" if request.mm_features else None,
             )
         if self._mux:
-            stream = await self._generate_mux(request)
+            stream = await self._generate_mux(request, len(body))
             if stream is not None:
                 return stream
         metadata = self._call_metadata(request)
@@ -313,15 +313,20 @@ class RemoteLlm(Llm):
 
     # ---- internals ---------------------------------------------------------------------------------
 
-    async def _generate_mux(self, request: GenerateRequest) -> GenerateStream | None:
+    async def _generate_mux(self, request: GenerateRequest, size: int) -> GenerateStream | None:
         """`generate` on the GenerateMux session; None when the worker does not serve GenerateMux (from
         then on this RemoteLlm uses Generate calls)."""
         rid = request.request_id
         for attempt in range(FAILOVER_ATTEMPTS):
             session = self._session
             if session is None or not session.alive:
-                session = self._session = MuxSession(self._channel, self._metadata, idle=self._idle_timeout)
-            channel = session.start(request)
+                session = self._session = MuxSession(
+                    self._channel,
+                    self._metadata,
+                    idle=self._idle_timeout,
+                    max_message_bytes=self._max_message_bytes,
+                )
+            channel = session.start(request, size)
             try:
                 async with asyncio.timeout(self._timeout):
                     failed = await channel.first()

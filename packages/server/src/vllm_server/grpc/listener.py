@@ -51,7 +51,7 @@ class GrpcFrontend:
         info: Callable[[], LlmInfo] | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self._service = LlmService(llm, info, metrics)
+        self._service = LlmService(llm, info, metrics, max_message_bytes=max_message_bytes)
         self._health = LlmHealth(llm.subscribe_readiness(), (SERVICE_NAME, *health_services))
         self._api_key = api_key
         self._tls = tls

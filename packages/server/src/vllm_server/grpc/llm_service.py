@@ -50,9 +50,16 @@ class LlmService:
     _draining: bool
 
     def __init__(
-        self, llm: Llm, info: Callable[[], LlmInfo] | None = None, metrics: Metrics | None = None
+        self,
+        llm: Llm,
+        info: Callable[[], LlmInfo] | None = None,
+        metrics: Metrics | None = None,
+        *,
+        max_message_bytes: int = 64 << 20,
     ) -> None:
         self._llm = llm
+        #: The server's send limit: a GenerateMux message of many outputs is split to stay under it.
+        self._max_message_bytes = max_message_bytes
         self._info = info or llm.info
         #: The server's metrics: a routed request counts on the worker that ran it.
         self._metrics = metrics
@@ -118,7 +125,11 @@ class LlmService:
     ) -> None:
         """Many requests on one stream (`vllm_server.grpc.mux`)."""
         session = MuxSession(
-            self._llm, metrics=self._metrics, draining=lambda: self._draining, service=SERVICE_NAME
+            self._llm,
+            metrics=self._metrics,
+            draining=lambda: self._draining,
+            service=SERVICE_NAME,
+            max_message_bytes=self._max_message_bytes,
         )
         self._mux_sessions.add(session)
         peer = context.peer()
@@ -155,6 +166,11 @@ class LlmService:
         return AbortResponse()
 
 
+def _encoded(message: Any) -> bytes:
+    """A GenerateMux response: bytes its session encoded already (to measure them), else a Struct."""
+    return message if message.__class__ is bytes else encode(message)
+
+
 def _request_decoder(t: type[Any]) -> Callable[[bytes], Any]:
     """A deserializer that never raises: a failure becomes an `Undecodable` the handler rejects.
 
@@ -172,6 +188,6 @@ def _method_handler(
         behaviour,
         streaming="bidi" if method.streaming == "bidi" else method.streaming == "server",
         deserializer=_request_decoder(method.request_type),
-        serializer=encode,
+        serializer=_encoded if method.streaming == "bidi" else encode,
         service=SERVICE_NAME,
     )

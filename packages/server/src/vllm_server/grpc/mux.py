@@ -9,7 +9,8 @@ output; a failure after outputs comes after them. What differs is the transport:
   the stream's requests as one `MuxResponse` once the previous write completed. At c requests and one
   engine step per write that is one message per step instead of c: the per-message cost of gRPC
   (`docs/performance.md`) is paid once per step. Nothing is lost or reordered; the first output of an
-  idle stream goes out at once.
+  idle stream goes out at once. A message that would exceed the server's send limit is split (the
+  outputs in halves, the errors last).
 - **Cancel = abort.** A `cancel` id closes the request's Llm stream (which aborts it); nothing more is
   sent for it. The stream's end (client gone, cancelled, the server stopping) aborts every request
   still on it.
@@ -28,7 +29,15 @@ from collections.abc import AsyncIterator, Callable
 
 from vllm_llm import InvalidRequest, Llm, LlmError, Unavailable
 from vllm_llm._channel import merge_outputs
-from vllm_llm.wire import FinishReason, GenerateOutput, GenerateRequest, MuxError, MuxRequest, MuxResponse
+from vllm_llm.wire import (
+    FinishReason,
+    GenerateOutput,
+    GenerateRequest,
+    MuxError,
+    MuxRequest,
+    MuxResponse,
+    encode,
+)
 from vllm_server.errors import RequestError, map_error
 from vllm_server.grpc.guarded import Undecodable
 from vllm_server.grpc.status import ServicerContext, abort_call
@@ -49,8 +58,10 @@ class MuxSession:
         metrics: Metrics | None,
         draining: Callable[[], bool],
         service: str,
+        max_message_bytes: int = 64 << 20,
     ) -> None:
         self._llm = llm
+        self._max_message_bytes = max_message_bytes
         self._metrics = metrics
         self._draining = draining
         self._service = service
@@ -88,13 +99,26 @@ class MuxSession:
                 outputs = list(self._pending.values())
                 self._pending.clear()
                 errors, self._errors = self._errors, []
-                await context.write(MuxResponse(outputs=outputs or None, errors=errors or None))
+                await self._write(context, outputs, errors)
         finally:
             reader.cancel()
             tasks = [reader, *self._running.values()]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _write(
+        self, context: ServicerContext, outputs: list[GenerateOutput], errors: list[MuxError]
+    ) -> None:
+        """Write `outputs` and `errors` as one message, or as several when that would exceed the send
+        limit (outputs split in halves; the errors go last, after any output of their requests)."""
+        data = encode(MuxResponse(outputs=outputs or None, errors=errors or None))
+        if len(data) <= self._max_message_bytes or len(outputs) <= 1:
+            await context.write(data)  # one output over the limit fails the call, as Generate's would
+            return
+        half = len(outputs) // 2
+        await self._write(context, outputs[:half], [])
+        await self._write(context, outputs[half:], errors)
 
     def drain(self) -> None:
         """The server began draining: end the call once its running requests ended."""
