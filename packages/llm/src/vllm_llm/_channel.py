@@ -81,14 +81,7 @@ class OutputChannel:
         """Wait until an output or the end is there to read, taking nothing; the channel's error when
         it failed before any output, else None."""
         while not self._items and not self._closed:
-            loop = self._loop
-            if loop is None:
-                loop = self._loop = asyncio.get_running_loop()
-            self._waiter = loop.create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+            await self._wait()
         return self._error if not self._items else None
 
     async def get(self) -> GenerateOutput:
@@ -98,15 +91,19 @@ class OutputChannel:
                 raise self._error
             if self._closed:
                 raise StopAsyncIteration
-            loop = self._loop
-            if loop is None:
-                loop = self._loop = asyncio.get_running_loop()
-            self._waiter = loop.create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+            await self._wait()
         return self._items.popleft()
+
+    async def _wait(self) -> None:
+        """Until the next `put`, `fail` or end."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        self._waiter = loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
 
     def __aiter__(self) -> OutputChannel:
         return self

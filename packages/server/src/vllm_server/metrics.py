@@ -135,6 +135,31 @@ class RequestMetrics:
         m.success[reason if reason in m.success else "stop"].inc()
 
 
+class ServedRequest:
+    """The metrics of a request a worker serves over gRPC (Generate, GenerateMux): a routed request counts
+    on the worker that ran it. Feed it every output, then finish it once."""
+
+    __slots__ = ("_reason", "_recorded")
+
+    def __init__(self, metrics: Metrics | None, request: GenerateRequest) -> None:
+        self._recorded = metrics.start(len(request.prompt_token_ids)) if metrics is not None else None
+        self._reason: FinishReason | None = None
+
+    def output(self, out: GenerateOutput) -> None:
+        """One output went to the client."""
+        if self._recorded is not None:
+            self._recorded.tokens(len(out.token_ids))
+        # An abort the engine did not finish (a client's, made here) is not a finished request to vLLM's
+        # metrics; the engine's own aborts come with its timings.
+        if out.finish_reason is not FinishReason.ABORT or out.timings is not None:
+            self._reason = out.finish_reason
+
+    def finish(self) -> None:
+        """The request ended (its stream is closed)."""
+        if self._recorded is not None:
+            self._recorded.finish(finish_reason_name(self._reason))
+
+
 class _RequestFamilies:
     """The request metrics' children of this server's one (model_name, engine) label set."""
 

@@ -25,7 +25,6 @@ from vllm_llm.wire import (
     SERVICE_NAME,
     AbortRequest,
     AbortResponse,
-    FinishReason,
     GenerateRequest,
     InfoRequest,
     LlmInfo,
@@ -38,7 +37,7 @@ from vllm_remote_llm.protocol import ACCEPTED_METADATA
 from vllm_server.grpc.guarded import Undecodable, guarded_deserializer, method_handler
 from vllm_server.grpc.mux import MuxSession
 from vllm_server.grpc.status import ServicerContext, abort_call
-from vllm_server.metrics import Metrics, finish_reason_name
+from vllm_server.metrics import Metrics, ServedRequest
 
 logger = logging.getLogger(__name__)
 
@@ -97,28 +96,19 @@ class LlmService:
             stream = await self._llm.generate(request)
         except Exception as exc:
             await abort_call(context, exc, service=SERVICE_NAME)
-        metrics = self._metrics
-        recorded = None
-        if metrics is not None:
-            stream = metrics.tap(stream, request)
-            recorded = metrics.start(len(request.prompt_token_ids))
-        reason: FinishReason | None = None
+        if self._metrics is not None:
+            stream = self._metrics.tap(stream, request)
+        served = ServedRequest(self._metrics, request)
         try:
             await context.send_initial_metadata(ACCEPTED_METADATA)
             async for out in stream:
-                if recorded is not None:
-                    recorded.tokens(len(out.token_ids))
-                # An abort the engine did not finish (a client's, made here) is not a finished request
-                # to vLLM's metrics; the engine's own aborts come with its timings.
-                if out.finish_reason is not FinishReason.ABORT or out.timings is not None:
-                    reason = out.finish_reason
+                served.output(out)
                 await context.write(out)
         except Exception as exc:
             await abort_call(context, exc, service=SERVICE_NAME)
         finally:
             await stream.aclose()
-            if recorded is not None:
-                recorded.finish(finish_reason_name(reason))
+            served.finish()
 
     async def GenerateMux(
         self, requests: AsyncIterator[MuxRequest | Undecodable], context: ServicerContext

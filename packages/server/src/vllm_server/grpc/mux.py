@@ -30,7 +30,6 @@ from collections.abc import AsyncIterator, Callable
 from vllm_llm import InvalidRequest, Llm, LlmError, Unavailable
 from vllm_llm._channel import merge_outputs
 from vllm_llm.wire import (
-    FinishReason,
     GenerateOutput,
     GenerateRequest,
     MuxError,
@@ -41,7 +40,7 @@ from vllm_llm.wire import (
 from vllm_server.errors import RequestError, map_error
 from vllm_server.grpc.guarded import Undecodable
 from vllm_server.grpc.status import ServicerContext, abort_call
-from vllm_server.metrics import Metrics, finish_reason_name
+from vllm_server.metrics import Metrics, ServedRequest
 
 __all__ = ["MuxSession"]
 
@@ -172,19 +171,13 @@ class MuxSession:
             self._running.pop(rid, None)
             self._fail(rid, exc)
             return
-        metrics = self._metrics
-        recorded = None
-        if metrics is not None:
-            stream = metrics.tap(stream, request)
-            recorded = metrics.start(len(request.prompt_token_ids))
-        reason: FinishReason | None = None
+        if self._metrics is not None:
+            stream = self._metrics.tap(stream, request)
+        served = ServedRequest(self._metrics, request)
         pending = self._pending
         try:
             async for out in stream:
-                if recorded is not None:
-                    recorded.tokens(len(out.token_ids))
-                if out.finish_reason is not FinishReason.ABORT or out.timings is not None:
-                    reason = out.finish_reason  # as Generate: a client's abort is no finished request
+                served.output(out)
                 before = pending.get(rid)
                 pending[rid] = out if before is None else merge_outputs(before, out)
                 self._wake()
@@ -194,6 +187,5 @@ class MuxSession:
             if self._running.get(rid) is asyncio.current_task():
                 del self._running[rid]
             await stream.aclose()
-            if recorded is not None:
-                recorded.finish(finish_reason_name(reason))
+            served.finish()
             self._wake()
