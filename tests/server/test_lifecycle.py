@@ -20,7 +20,7 @@ from tests.support.servers import start_server
 from vllm_llm.wire import SERVICE_NAME
 from vllm_server.cli import _parser, frontend_config
 from vllm_server.config import ServerConfig
-from vllm_server.runtime import freeze_heap, loop_factory
+from vllm_server.runtime import SERVING_GEN0_THRESHOLD, freeze_heap, loop_factory
 from vllm_server.source import LlmSource
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -150,7 +150,7 @@ async def test_sigterm_drains_an_in_flight_stream_then_exits_0(tmp_path: Path) -
     assert "frontend CPUs left alone: the engine bound no CPUs of its own" in log, log
 
 
-def test_freeze_heap_freezes_what_is_alive() -> None:
+def test_freeze_heap_freezes_what_is_alive_and_spaces_young_collections() -> None:
     import gc
 
     alive = [[i] for i in range(1000)]  # tracked containers, alive across the freeze
@@ -159,13 +159,17 @@ def test_freeze_heap_freezes_what_is_alive() -> None:
         return {id(o) for o in gc.get_objects()}
 
     assert id(alive[0]) in scanned()
+    threshold = gc.get_threshold()
     try:
         frozen = freeze_heap()
+        # young collections no longer run every few hundred per-token allocations
+        assert gc.get_threshold() == (SERVING_GEN0_THRESHOLD, *threshold[1:])
         # frozen objects that die later leave the count (another thread may free some at any time)
         assert frozen >= gc.get_freeze_count() >= len(alive)
         assert not {id(x) for x in alive} & scanned()
     finally:
         gc.unfreeze()  # this test process is pytest's, not a server's
+        gc.set_threshold(*threshold)
     assert gc.get_freeze_count() == 0
     assert id(alive[0]) in scanned()
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vllm_server.config import FrontendConfig, ServerConfig
-from vllm_server.server import Server
+from vllm_server.server import RouterExtension, Server
 from vllm_server.source import LlmSource
 from vllm_server.state import ServerState
 
@@ -55,10 +56,16 @@ class RunningServer:
 
 
 async def start_server(
-    config: ServerConfig | FrontendConfig, source: LlmSource, *, ready: bool = True
+    config: ServerConfig | FrontendConfig,
+    source: LlmSource,
+    *,
+    ready: bool = True,
+    extensions: Sequence[RouterExtension] = (),
 ) -> RunningServer:
-    """Start `Server(config, source)` on the configured (usually ephemeral) ports."""
+    """Start `Server(config, source)` on the configured (usually ephemeral) ports, with `extensions`."""
     server = Server(config, source)
+    for extend in extensions:
+        server.router_extension(extend)
     shutdown = asyncio.Event()
     task = asyncio.create_task(server.serve(shutdown))
     listening = asyncio.ensure_future(server.listening.wait())

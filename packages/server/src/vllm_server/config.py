@@ -63,9 +63,9 @@ class ServerConfig:
     max_request_body_bytes: int = 32 << 20
     max_grpc_message_bytes: int = 64 << 20
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
-    #: Once the Llm is first ready, collect and freeze the heap (`vllm_server.runtime.freeze_heap`):
-    #: short collector pauses while streaming. Process-wide, so off for an embedded server; the CLI
-    #: turns it on.
+    #: Once the Llm is first ready, collect and freeze the heap and space the young collections
+    #: (`vllm_server.runtime.freeze_heap`): short and rare collector pauses while streaming.
+    #: Process-wide, so off for an embedded server; the CLI turns it on.
     freeze_gc_heap: bool = False
     #: Once the Llm is first ready, move this process off the CPUs its engine bound its threads to
     #: (`vllm_server.affinity.keep_off_engine_cpus`; a CPU engine's forward pass keeps its CPUs).

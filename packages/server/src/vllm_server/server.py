@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from vllm_llm import EngineCoreLlm, Llm, LlmError
 from vllm_llm.wire import LoraRequest
@@ -28,6 +29,7 @@ from vllm_server.config import FrontendConfig, ServerConfig
 from vllm_server.grpc.listener import GrpcFrontend
 from vllm_server.grpc.services import public_services
 from vllm_server.http.app import build_app
+from vllm_server.http.openai.sse import DirectBodySend
 from vllm_server.request_log import RequestLogLlm
 from vllm_server.runtime import freeze_heap
 from vllm_server.source import LlmSource
@@ -93,7 +95,7 @@ class Server:
             state.attach_layers()  # a provided Llm that is ready already: ready as soon as we listen
             state.update_readiness()
         grpc = None
-        http = _Uvicorn(self._uvicorn_config(app))
+        http = _Uvicorn(self._uvicorn_config(DirectBodySend(app)))  # SSE frames: the server's send
         tasks: list[asyncio.Task[None]] = []
         try:
             http_task = asyncio.create_task(http.serve(), name="http")
@@ -149,7 +151,7 @@ class Server:
         engine = EngineCoreLlm(cfg.engine_settings(names[0] if names else None))
         return engine, engine
 
-    def _uvicorn_config(self, app: FastAPI) -> uvicorn.Config:
+    def _uvicorn_config(self, app: ASGIApp) -> uvicorn.Config:
         import os
 
         server = self.config.server

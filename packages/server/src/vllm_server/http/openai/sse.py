@@ -14,6 +14,13 @@ client's disconnect and cancels the writing when it comes (Starlette writes from
 starts one event-loop turn later: under load, one more wait behind every other stream's step for each
 request's first token). The disconnect watch is kept: a client gone while no frame flows (a long
 prefill, a queued request) still ends the stream at once, and the frames' cleanup aborts the request.
+
+`DirectBodySend`, outermost around the app, leaves the HTTP server's own `send` in the scope; the
+frames after the response's start go to it straight. Every layer of the stack wraps `send` to look at
+the start message alone (its status, its headers: Starlette's error and exception middleware, request
+id, load and metrics, CORS, tracing), and each wrapper was one more call or coroutine per SSE frame, a
+frame per token. The start message still passes every layer. Without the key (an app served by other
+means, a test client) the frames take the stack's `send`.
 """
 
 from __future__ import annotations
@@ -26,15 +33,17 @@ from typing import Protocol
 
 import anyio
 from fastapi.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vllm_server.errors import error_body, map_error
 from vllm_server.http.openai.codec import encode
 
 __all__ = [
+    "BODY_SEND_KEY",
     "DONE",
     "KEEP_ALIVE",
     "Closable",
+    "DirectBodySend",
     "SseResponse",
     "close_shielded",
     "error_event",
@@ -45,6 +54,23 @@ __all__ = [
 DONE = b"data: [DONE]\n\n"
 #: vLLM's SSE_KEEP_ALIVE_COMMENT.
 KEEP_ALIVE = b": keep-alive\n\n"
+
+
+#: The scope key under which `DirectBodySend` leaves the HTTP server's own `send`.
+BODY_SEND_KEY = "vllm_server.body_send"
+
+
+class DirectBodySend:
+    """Outermost ASGI layer: leaves the server's `send` in each HTTP scope for `SseResponse`'s frames
+    (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[BODY_SEND_KEY] = send
+        await self.app(scope, receive, send)
 
 
 class Closable(Protocol):
@@ -85,7 +111,7 @@ class SseResponse(StreamingResponse):
                     watch.cancel_scope.cancel()
 
                 watch.start_soon(cancel_on_disconnect)
-                await self.stream_response(send)
+                await self._write(send, scope.get(BODY_SEND_KEY, send))
                 watch.cancel_scope.cancel()
         except BaseExceptionGroup as group:  # anyio groups what its tasks raised; at most one did here
             if len(group.exceptions) == 1:
@@ -99,6 +125,16 @@ class SseResponse(StreamingResponse):
                     await aclose()
         if self.background is not None:
             await self.background()
+
+    async def _write(self, send: Send, body_send: Send) -> None:
+        """Starlette's `stream_response`, the start through the stack's `send`, the frames through
+        `body_send`."""
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        async for chunk in self.body_iterator:
+            if not isinstance(chunk, bytes | memoryview):
+                chunk = chunk.encode(self.charset)
+            await body_send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await body_send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def event_stream(frames: AsyncIterator[bytes], keep_alive: float = 0.0) -> StreamingResponse:
