@@ -28,27 +28,44 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def open_cluster(model_dir: Path) -> AsyncIterator[Cluster]:
-    """A worker server over a fresh MockLlm and a router server over a RemoteLlm to it (deadline PATIENCE)."""
-    mock = tiny_mock(model_dir, step_interval=0.002)
-    worker = await start_server(
-        ServerConfig(port=0, grpc_port=0, max_request_body_bytes=1 << 20, max_grpc_message_bytes=1 << 20),
-        LlmSource.provided(mock),
-    )
-    # The deadline only turns a hang into a failure: 200 streams at once on a loaded machine took > 5 s
-    # to be accepted by this (same-process) worker.
-    remote = await RemoteLlm.connect(worker.grpc_target, timeout=PATIENCE, connect_timeout=10)
-    router = await start_server(
-        ServerConfig(port=0, grpc_port=None, tokenizer=str(model_dir), max_request_body_bytes=1 << 20),
-        LlmSource.provided(remote),
-    )
+async def _cluster(
+    model_dir: Path,
+    *,
+    step_interval: float,
+    worker: ServerConfig,
+    router: ServerConfig,
+    timeout: float | None = None,  # noqa: ASYNC109  # the RemoteLlm's per-call deadline
+    connect_timeout: float | None = 30.0,
+) -> AsyncIterator[Cluster]:
+    """A worker server (`worker`) over a fresh MockLlm, a RemoteLlm to it (with `timeout` and
+    `connect_timeout`) and a router server (`router`) over that; stopped in the reverse order."""
+    mock = tiny_mock(model_dir, step_interval=step_interval)
+    served = await start_server(worker, LlmSource.provided(mock))
+    client = await RemoteLlm.connect(served.grpc_target, timeout=timeout, connect_timeout=connect_timeout)
+    front = await start_server(router, LlmSource.provided(client))
     try:
-        yield Cluster(mock, worker, remote, router)
+        yield Cluster(mock, served, client, front)
     finally:
-        await router.stop()
-        await remote.shutdown()
-        await worker.stop()
+        await front.stop()
+        await client.shutdown()
+        await served.stop()
         await mock.shutdown()
+
+
+def open_cluster(model_dir: Path) -> contextlib.AbstractAsyncContextManager[Cluster]:
+    """A worker server over a fresh MockLlm and a router server over a RemoteLlm to it (deadline PATIENCE)."""
+    return _cluster(
+        model_dir,
+        step_interval=0.002,
+        worker=ServerConfig(
+            port=0, grpc_port=0, max_request_body_bytes=1 << 20, max_grpc_message_bytes=1 << 20
+        ),
+        router=ServerConfig(port=0, grpc_port=None, tokenizer=str(model_dir), max_request_body_bytes=1 << 20),
+        # The deadline only turns a hang into a failure: 200 streams at once on a loaded machine took
+        # > 5 s to be accepted by this (same-process) worker.
+        timeout=PATIENCE,
+        connect_timeout=10,
+    )
 
 
 #: The router's parsers in the parsing-at-the-router tests (the worker runs none).
@@ -57,23 +74,14 @@ ROUTER_PARSERS = ParserOptions(
 )
 
 
-@contextlib.asynccontextmanager
-async def open_parsing_cluster(model_dir: Path) -> AsyncIterator[Cluster]:
+def open_parsing_cluster(model_dir: Path) -> contextlib.AbstractAsyncContextManager[Cluster]:
     """worker (MockLlm, no parsers) ← RemoteLlm ← router (hermes + deepseek_r1): set `mock.script`."""
-    mock = tiny_mock(model_dir, step_interval=0.0005)
-    worker = await start_server(ServerConfig(port=0, grpc_port=0), LlmSource.provided(mock))
-    remote = await RemoteLlm.connect(worker.grpc_target)
-    router = await start_server(
-        ServerConfig(port=0, grpc_port=None, tokenizer=str(model_dir), parsers=ROUTER_PARSERS),
-        LlmSource.provided(remote),
+    return _cluster(
+        model_dir,
+        step_interval=0.0005,
+        worker=ServerConfig(port=0, grpc_port=0),
+        router=ServerConfig(port=0, grpc_port=None, tokenizer=str(model_dir), parsers=ROUTER_PARSERS),
     )
-    try:
-        yield Cluster(mock, worker, remote, router)
-    finally:
-        await router.stop()
-        await remote.shutdown()
-        await worker.stop()
-        await mock.shutdown()
 
 
 async def no_engine_work(mock: MockLlm, *, within: float = 10) -> None:
