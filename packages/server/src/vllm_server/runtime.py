@@ -14,11 +14,11 @@
 - The collector's youngest generation, from then on (`SERVING_GEN0_THRESHOLD`): a streaming server
   allocates a few containers per token and frees them by reference counting, so the count that starts
   a young collection (700 by default: allocations minus deallocations) is reached by the objects one
-  engine step leaves in flight, hundreds of times a minute, and every tenth of those collections walks
-  the middle generation, where each request's state sits while it streams (about 5 ms each at 128
-  streams). Measured on a worker under B3's load: 3 % of its CPU in the collector, none with the
-  threshold at `SERVING_GEN0_THRESHOLD`. Garbage in cycles (tracebacks, closed tasks) waits longer:
-  at most that many objects.
+  engine step leaves in flight, about twenty times a second under B3's load, and every tenth of those
+  collections walks the middle generation, where each request's state sits while it streams (about
+  5 ms each there). Measured on a worker under B3's load: 3 % of its CPU in the collector; with the
+  threshold at `SERVING_GEN0_THRESHOLD` no collection ran during the load. Garbage in cycles
+  (tracebacks, closed tasks) waits longer: at most that many objects.
 """
 
 from __future__ import annotations
