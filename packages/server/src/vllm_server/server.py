@@ -73,7 +73,10 @@ class Server:
         self.listening = asyncio.Event()
 
     def router_extension(self, fn: RouterExtension) -> Server:
-        """Add routes (or middleware) to the HTTP app; called with the app and the server state."""
+        """Add routes (or middleware) to the HTTP app; called with the app and the server state.
+
+        Middleware added here sees each SSE response's start but not its frames, which go straight to
+        uvicorn (`DirectBodySend`): a layer that must rewrite a stream's body does not belong here."""
         self._extensions.append(fn)
         return self
 
