@@ -22,7 +22,13 @@ data parallelism the engine gauges and counters carry each engine's index, and t
 measured in the frontend, carry the first index). On a server over a provided `Llm` the request metrics
 carry ``engine="frontend"``: they were measured (or received) by this frontend, not by one engine.
 
-Our own metrics (health, readiness, HTTP requests) carry our own prefix, `vllm_frontend:`.
+With its engine's stats off (`--disable-log-stats`), a server owning its engine core records and exposes
+no `vllm:` family at all, as vLLM's server, whose PrometheusStatLogger exists only while its AsyncLLM logs
+stats (vllm/v1/engine/async_llm.py): no request metric is measured, per token or per request. A server
+over a provided `Llm` has no such flag and always records them.
+
+Our own metrics (health, readiness, HTTP requests) carry our own prefix, `vllm_frontend:`, and are always
+there (as vLLM's HTTP instrumentator's are).
 """
 
 from __future__ import annotations
@@ -127,12 +133,33 @@ class RequestMetrics:
         self._owner.in_flight -= 1
         if reason is None:
             return
+        self._record_finish(reason)
+
+    def _record_finish(self, reason: str) -> None:
         m = self._m
         m.e2e.observe(time.perf_counter() - self._start)
         m.request_generation_tokens.observe(self._tokens)
         m.max_num_generation_tokens.observe(self._tokens)
         # vLLM labels the engine's reason; the chat layer's "tool_calls" is the engine's "stop".
         m.success[reason if reason in m.success else "stop"].inc()
+
+
+class _UnrecordedRequest(RequestMetrics):
+    """A request on a server that records no request metrics (its engine logs no stats): counted in flight,
+    nothing else."""
+
+    __slots__ = ()
+
+    def __init__(self, owner: Metrics) -> None:
+        self._owner = owner
+        self.done = False
+        owner.in_flight += 1
+
+    def tokens(self, n: int) -> None:
+        """Nothing is recorded."""
+
+    def _record_finish(self, reason: str) -> None:
+        pass
 
 
 class ServedRequest:
@@ -280,6 +307,9 @@ class Metrics:
         self._engine = engine
         #: Requests started and not finished (not exported: tests wait on it).
         self.in_flight = 0
+        #: Whether request metrics are recorded: always over a provided Llm, only while the engine logs
+        #: stats over an owned one (see the module docstring).
+        self.records_requests = engine is None or engine.log_stats
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.http_requests = Counter(
@@ -351,16 +381,20 @@ class Metrics:
 
     def start(self, prompt_tokens: int, *, n: int = 1) -> RequestMetrics:
         """Start recording one request of `prompt_tokens` tokens asking for `n` choices."""
+        if not self.records_requests:
+            return _UnrecordedRequest(self)
         return RequestMetrics(self, self._families(), prompt_tokens, n)
 
     def tap(self, stream: GenerateStream, request: GenerateRequest) -> GenerateStream:
         """`stream` (of `request`), recording the engine's timings of its final output on the way."""
+        if not self.records_requests:
+            return stream
         families = self._families()
         return GenerateStream(stream.request_id, _Tap(stream, request, families), stream.aclose)
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""
-        if self._requests is None and self.model_name:
+        if self._requests is None and self.model_name and self.records_requests:
             with contextlib.suppress(Exception):  # the Llm has not started: no max_model_len yet
                 self._families()
         mm = self._mm_cache

@@ -1,0 +1,91 @@
+"""`--disable-log-stats` on a worker: no `vllm:` family is recorded or exposed, as on vLLM's server.
+
+vLLM's server makes its PrometheusStatLogger only while its AsyncLLM logs stats (`if self.log_stats:` in
+vllm/v1/engine/async_llm.py); started with `--disable-log-stats`, its /metrics carries the HTTP
+instrumentator's and the Python process's families and no `vllm:` one (seen on vLLM 0.32's server over
+the tiny model). Our own families (`vllm_frontend:`) stay, as vLLM's instrumentator's do.
+
+A router has no such flag: over this worker it still records the requests it serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest_asyncio
+from openai import AsyncOpenAI
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.metrics import sample
+from tests.support.servers import start_server
+from vllm_frontend_testing.processes import Frontend
+from vllm_remote_llm import RemoteLlm
+from vllm_server.config import ServerConfig
+from vllm_server.source import LlmSource
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def quiet_worker(tiny_model_dir: Path) -> AsyncIterator[Frontend]:
+    """A worker over its own engine core, started with `--disable-log-stats`."""
+    front = await Frontend.start(
+        "--model", str(tiny_model_dir), "--dtype", "float32", "--max-model-len", "512",
+        "--served-model-name", "tiny", "--grpc-port", "0", "--disable-log-stats",
+    )  # fmt: skip
+    try:
+        await front.wait_serving()
+        yield front
+    finally:
+        await front.stop(30)
+
+
+def _vllm_families(text: str) -> list[str]:
+    return sorted(f.name for f in text_string_to_metric_families(text) if f.name.startswith("vllm:"))
+
+
+async def test_a_worker_without_stats_serves_and_exposes_no_vllm_metric(quiet_worker: Frontend) -> None:
+    async with AsyncOpenAI(base_url=f"{quiet_worker.base_url}/v1", api_key="unused", max_retries=0) as client:
+        stream = await client.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "hello"}],
+            max_tokens=5,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True},
+        )
+        chunks = [chunk async for chunk in stream]
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 5
+    async with httpx.AsyncClient(base_url=quiet_worker.base_url, timeout=60) as http:
+        text = (await http.get("/metrics")).text
+    assert _vllm_families(text) == []
+    assert sample(text, "vllm_frontend:ready", model_name="tiny") == 1.0
+    served = {"handler": "/v1/chat/completions", "method": "POST", "status": "200"}
+    assert sample(text, "vllm_frontend:http_requests_total", **served) == 1.0
+
+
+async def test_a_router_over_it_records_what_it_serves_and_the_worker_still_nothing(
+    quiet_worker: Frontend,
+) -> None:
+    remote = await RemoteLlm.connect(quiet_worker.grpc_target)
+    router = await start_server(ServerConfig(port=0, grpc_port=None), LlmSource.provided(remote))
+    try:
+        async with httpx.AsyncClient(base_url=router.base_url, timeout=120) as http:
+            response = await http.post(
+                "/v1/completions",
+                json={"model": "tiny", "prompt": "the router", "max_tokens": 4, "ignore_eos": True},
+            )
+            assert response.status_code == 200, response.text
+            routed = (await http.get("/metrics")).text
+    finally:
+        await router.stop()
+        await remote.shutdown()
+    async with httpx.AsyncClient(base_url=quiet_worker.base_url, timeout=60) as http:
+        worker = (await http.get("/metrics")).text
+    # The worker served it over vllm.internal.Llm and recorded nothing; the router measured it.
+    assert _vllm_families(worker) == []
+    on_router = {"model_name": "tiny", "engine": "frontend"}
+    assert sample(routed, "vllm:generation_tokens_total", **on_router) == 4.0
+    assert sample(routed, "vllm:request_success_total", finished_reason="length", **on_router) == 1.0
+    # Its engine sent no timings (it logs no stats): no per-phase sample was invented on the router.
+    assert sample(routed, "vllm:request_queue_time_seconds_count", **on_router) == 0.0
