@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.differential.conftest import Pair
-from tests.support.metrics import sample
+from tests.support.metrics import families, sample
 
 #: vLLM families ours leaves out, and why.
 LEFT_OUT = {
@@ -35,11 +34,7 @@ PROMPT = "The metrics of a request"
 
 def _families(text: str) -> dict[str, Any]:
     """vLLM families by name (the `_created` companions vLLM's registry writes as gauges dropped)."""
-    return {
-        f.name: f
-        for f in text_string_to_metric_families(text)
-        if f.name.startswith("vllm:") and not f.name.endswith("_created")
-    }
+    return {n: f for n, f in families(text).items() if n.startswith("vllm:") and not n.endswith("_created")}
 
 
 def _label_names(family: Any) -> set[str]:

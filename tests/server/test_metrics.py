@@ -9,17 +9,15 @@ so a router records the values its worker's engine measured.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
 import msgspec
 import pytest
 import pytest_asyncio
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.delegating import DelegatingLlm
 from tests.support.http_serving import MODEL, Served, serve, server_state
-from tests.support.metrics import sample
+from tests.support.metrics import families, sample
 from tests.support.servers import RunningServer, start_server
 from vllm_llm import GenerateStream, Llm, MockLlm
 from vllm_llm.wire import GenerateOutput, GenerateRequest, RequestTimings
@@ -53,11 +51,6 @@ ENGINE_FAMILIES = {
 TIMINGS = RequestTimings(
     queued_time=0.25, prefill_time=1.5, decode_time=3.0, inference_time=4.5, num_preemptions=2
 )
-
-
-def families(text: str) -> dict[str, Any]:
-    """The parsed exposition by family name."""
-    return {f.name: f for f in text_string_to_metric_families(text)}
 
 
 class Timed(DelegatingLlm):

@@ -16,9 +16,8 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 from openai import AsyncOpenAI
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.metrics import sample
+from tests.support.metrics import families, sample
 from tests.support.servers import start_server
 from vllm_frontend_testing.processes import Frontend
 from vllm_remote_llm import RemoteLlm
@@ -41,7 +40,7 @@ async def quiet_worker(tiny_model_dir: Path) -> AsyncIterator[Frontend]:
 
 
 def _vllm_families(text: str) -> list[str]:
-    return sorted(f.name for f in text_string_to_metric_families(text) if f.name.startswith("vllm:"))
+    return sorted(name for name in families(text) if name.startswith("vllm:"))
 
 
 async def test_a_worker_without_stats_serves_and_exposes_no_vllm_metric(quiet_worker: Frontend) -> None:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client.parser import text_string_to_metric_families
+
+
+def families(text: str) -> dict[str, Any]:
+    """The parsed exposition `text` by family name."""
+    return {f.name: f for f in text_string_to_metric_families(text)}
 
 
 def sample(text: str, name: str, **labels: str) -> float:
