@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vllm_llm import LlmError
 from vllm_server.errors import BadRequest, RequestError, error_body, http_exception_error, map_error
+from vllm_server.http.direct import DirectRoutes
 from vllm_server.http.middleware import (
     ApiKeyMiddleware,
     BodyLimitMiddleware,
@@ -38,6 +39,7 @@ def build_app(state: ServerState, *, tracer: Tracer | None = None) -> FastAPI:
         app.add_api_route(route.path, route.handler, methods=[route.method])
 
     _install_error_handlers(app)
+    app.add_middleware(DirectRoutes, fastapi_app=app)  # innermost: the hot routes past FastAPI's routing
     app.add_middleware(LoadMiddleware, metrics=state.metrics, load=state.load)
     if server.allowed_origins:
         app.add_middleware(
