@@ -17,10 +17,10 @@ EVERY_SOURCE = {
     "disable_uvicorn_access_log", "enable_auto_tool_choice", "enable_force_include_usage",
     "enable_log_requests", "enable_request_id_headers", "event_loop", "frontend_affinity", "grpc_host",
     "grpc_port", "host", "limit_mm_per_prompt", "log_level", "max_log_len", "max_request_body_bytes",
-    "mm_processor_kwargs", "otlp_traces_endpoint", "port", "reasoning_parser", "response_role",
-    "return_tokens_as_token_ids", "served_model_name", "shutdown_grace_period", "sse_keep_alive_interval",
-    "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "tokenizer", "tool_call_parser", "tool_strict_level",
-    "trust_request_mm_kwargs",
+    "mm_processor_kwargs", "otlp_traces_endpoint", "port", "prepare_per_turn", "reasoning_parser",
+    "response_role", "return_tokens_as_token_ids", "served_model_name", "shutdown_grace_period",
+    "sse_keep_alive_interval", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "tokenizer", "tool_call_parser",
+    "tool_strict_level", "trust_request_mm_kwargs",
 }  # fmt: skip
 #: The source flags themselves.
 SOURCES = {"model", "remote", "mock"}

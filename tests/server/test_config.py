@@ -69,6 +69,7 @@ def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
         "log_level": "info",
         "freeze_gc_heap": True,
         "keep_off_engine_cpus": True,
+        "prepare_per_turn": 0,  # a worker's inference routes start every new request at once
         # observability and response options (vLLM's defaults)
         "access_log": True,
         "access_log_exclude_paths": [],

@@ -21,6 +21,9 @@ from vllm_llm.parsers import REASONING_PARSERS, TOOL_PARSERS
 from vllm_server import runtime
 from vllm_server.config import EngineCoreConfig, FrontendConfig, LoraModule, ServerConfig
 
+#: `--prepare-per-turn` of a router (`--remote`): new requests whose handlers start per event-loop turn.
+ROUTER_PREPARE_PER_TURN = 4
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
@@ -155,6 +158,16 @@ def _parser() -> argparse.ArgumentParser:
         "themselves to (vLLM's CPU backend binds the forward pass, GPU workers only with NUMA binding; "
         "where nothing is bound nothing changes); off: leave the placement to the OS",
     )
+    modes.add_argument(
+        "--prepare-per-turn",
+        type=_at_least_zero,
+        default=None,
+        metavar="N",
+        help="at most N new requests start their handlers per event-loop turn on the inference routes; "
+        "the rest wait for the next turns in order, so a burst of new requests does not hold the loop "
+        f"(0: all at once; default: {ROUTER_PREPARE_PER_TURN} with --remote, where a burst would reach "
+        "the workers all together, else 0)",
+    )
 
     observe = serve.add_argument_group("observability (vLLM's flags)")
     observe.add_argument("--disable-uvicorn-access-log", action="store_true", help="no access log")
@@ -265,12 +278,27 @@ def _seconds(value: str) -> float:
     return seconds
 
 
+def _at_least_zero(value: str) -> int:
+    """`--prepare-per-turn`: an integer >= 0."""
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, not {value!r}")
+    return n
+
+
 def _at_least_one(value: str) -> int:
     """`--stream-interval`: an integer >= 1."""
     n = int(value)
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {value!r}")
     return n
+
+
+def _prepare_per_turn(args: argparse.Namespace) -> int:
+    """`--prepare-per-turn`, or its default: `ROUTER_PREPARE_PER_TURN` for a router, else 0 (off)."""
+    if args.prepare_per_turn is not None:
+        return int(args.prepare_per_turn)
+    return ROUTER_PREPARE_PER_TURN if args.remote is not None else 0
 
 
 def _env_flag(name: str) -> bool:
@@ -324,6 +352,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
     server = ServerConfig(
         freeze_gc_heap=True,  # this process is the server's own
         keep_off_engine_cpus=args.frontend_affinity == "auto",
+        prepare_per_turn=_prepare_per_turn(args),
         host=args.host,
         port=args.port,
         grpc_port=None if args.grpc_port < 0 else args.grpc_port,

@@ -71,6 +71,10 @@ class ServerConfig:
     #: (`vllm_server.affinity.keep_off_engine_cpus`; a CPU engine's forward pass keeps its CPUs).
     #: Process-wide, so off for an embedded server; the CLI turns it on (`--frontend-affinity`).
     keep_off_engine_cpus: bool = False
+    #: New requests whose handlers start per event-loop turn on the inference routes; the rest wait for
+    #: the next turns in order (`vllm_server.http.admission`). 0: all at once. The CLI sets 4 for a
+    #: router (`--remote`), whose wave of new requests would otherwise reach its workers all together.
+    prepare_per_turn: int = 0
     #: Observability (vLLM's flags of the same names). uvicorn's access log, one line per request,
     #: except for the paths in `access_log_exclude_paths` (--disable-access-log-for-endpoints).
     access_log: bool = True

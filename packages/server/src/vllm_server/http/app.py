@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vllm_llm import LlmError
 from vllm_server.errors import BadRequest, RequestError, error_body, http_exception_error, map_error
+from vllm_server.http.admission import Admission
 from vllm_server.http.direct import DirectRoutes
 from vllm_server.http.middleware import (
     ApiKeyMiddleware,
@@ -39,7 +40,10 @@ def build_app(state: ServerState, *, tracer: Tracer | None = None) -> FastAPI:
         app.add_api_route(route.path, route.handler, methods=[route.method])
 
     _install_error_handlers(app)
-    app.add_middleware(DirectRoutes, fastapi_app=app)  # innermost: the hot routes past FastAPI's routing
+    per_turn = server.prepare_per_turn
+    admission = Admission(per_turn) if per_turn else None
+    # Innermost: the inference routes past FastAPI's routing, a few new ones per loop turn.
+    app.add_middleware(DirectRoutes, fastapi_app=app, admission=admission)
     app.add_middleware(LoadMiddleware, metrics=state.metrics, load=state.load)
     if server.allowed_origins:
         app.add_middleware(

@@ -14,6 +14,9 @@ calls the handler within Starlette's own exception wrapper, with the handlers Fa
 middleware would use: what the client sees is the same. Everything else goes on to FastAPI as before:
 another route, a route with path parameters or dependencies, a method the route does not serve, a
 path another route would match first, a scope with a `root_path`.
+
+With an `Admission` (a router's `--prepare-per-turn`), a direct route's handler waits for its turn
+first: a burst of new requests is prepared a few per event-loop turn (see `admission.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vllm_server.http.admission import Admission
+
 __all__ = ["DirectRoutes", "direct_routes"]
 
 
@@ -37,8 +42,9 @@ class DirectRoutes:
     """Innermost ASGI middleware: a direct route's handler called past FastAPI's routing (see the module
     docstring); every other request goes on to `app`."""
 
-    def __init__(self, app: ASGIApp, *, fastapi_app: FastAPI) -> None:
+    def __init__(self, app: ASGIApp, *, fastapi_app: FastAPI, admission: Admission | None = None) -> None:
         self.app = app
+        self._admission = admission
         self._router = fastapi_app.router
         # Starlette builds the middleware when the first request comes: every route and handler is in.
         self._routes = direct_routes(fastapi_app.routes)
@@ -56,6 +62,9 @@ class DirectRoutes:
         if route is None:
             await self.app(scope, receive, send)
             return
+        waiting = None if self._admission is None else self._admission.turn()
+        if waiting is not None:
+            await waiting
         scope["starlette.exception_handlers"] = self._handlers
         scope.setdefault("router", self._router)
         scope["route"] = route
