@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import openai
@@ -23,6 +23,9 @@ from tests.support.metrics import sample
 from tests.support.mock import tiny_mock
 from vllm_server.http.app import build_app
 from vllm_server.http.direct import DirectRoutes, direct_routes
+
+if TYPE_CHECKING:
+    from starlette.responses import Response as OnlyForTypeCheckers
 
 
 class Teapot(Exception):
@@ -82,6 +85,24 @@ def test_only_routes_that_need_nothing_of_fastapi_are_direct() -> None:
         ("POST", "/fails"),
         ("POST", "/breaks"),
     }
+
+
+async def typed_elsewhere(raw: Request) -> OnlyForTypeCheckers:
+    """A handler annotated with a name imported only for type checkers (FastAPI takes it)."""
+    return PlainTextResponse("served")
+
+
+def test_a_handler_whose_annotations_do_not_resolve_is_left_to_fastapi() -> None:
+    app = small_app(direct=True)
+    app.add_api_route("/typed-elsewhere", typed_elsewhere, methods=["POST"])
+    assert ("POST", "/typed-elsewhere") not in direct_routes(app.routes)
+
+
+async def test_an_app_with_such_a_handler_still_serves_both_ways() -> None:
+    app = small_app(direct=True)
+    app.add_api_route("/typed-elsewhere", typed_elsewhere, methods=["POST"])
+    assert await _ask(app, "POST", "/typed-elsewhere") == (200, "served")
+    assert (await _ask(app, "POST", "/probe"))[1]["fastapi"] is False
 
 
 def test_the_servers_inference_routes_are_direct(tiny_model_dir: Path) -> None:

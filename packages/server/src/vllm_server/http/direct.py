@@ -109,5 +109,8 @@ def _needs_nothing(route: APIRoute) -> bool:
         return False
     if not inspect.iscoroutinefunction(route.endpoint):
         return False
-    returns: Any = typing.get_type_hints(route.endpoint).get("return")
+    try:
+        returns: Any = typing.get_type_hints(route.endpoint).get("return")
+    except (NameError, TypeError):  # FastAPI takes a handler annotated with a name only a type checker sees
+        return False
     return inspect.isclass(returns) and issubclass(returns, Response)
