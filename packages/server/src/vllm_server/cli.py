@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -278,20 +278,20 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-def _at_least_zero(value: str) -> int:
-    """`--prepare-per-turn`: an integer >= 0."""
-    n = int(value)
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, not {value!r}")
-    return n
+def _integer_at_least(low: int) -> Callable[[str], int]:
+    """An integer flag's parser that refuses values below `low` (--stream-interval, --prepare-per-turn)."""
+
+    def parse(value: str) -> int:
+        n = int(value)
+        if n < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, not {value!r}")
+        return n
+
+    return parse
 
 
-def _at_least_one(value: str) -> int:
-    """`--stream-interval`: an integer >= 1."""
-    n = int(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {value!r}")
-    return n
+_at_least_zero = _integer_at_least(0)
+_at_least_one = _integer_at_least(1)
 
 
 def _prepare_per_turn(args: argparse.Namespace) -> int:
