@@ -166,3 +166,46 @@ async def test_a_reader_cancelled_mid_read_still_aborts_on_close(harness: Harnes
         await reader
     await stream.aclose()
     assert await harness.in_flight() == 0
+
+
+#: The implementations whose streams come from an `OutputChannel`, so a reader can `listen` and `take`
+#: instead of awaiting each output (a GenerateMux worker reads them so); the others' `listen` says no.
+#: A disaggregated request that the prefill leaves nothing to add to is its decode Llm's stream.
+LISTENABLE = {"mock", "engine_core", "disaggregated_mock"}
+
+
+async def test_a_stream_taken_when_ready_delivers_what_reading_it_does(harness: Harness) -> None:
+    read = await collect(await harness.llm.generate(harness.request("read", max_tokens=12, ignore_eos=True)))
+    stream = await harness.llm.generate(harness.request("taken", max_tokens=12, ignore_eos=True))
+    seen: list[int] = []
+    stream.observe(lambda out: seen.extend(out.token_ids))
+    ready = asyncio.Event()
+    listened = stream.listen(ready.set)
+    assert listened is (harness.name in LISTENABLE)
+    if not listened:
+        taken = (await collect(stream)).outputs  # a stream that cannot be listened to reads as before
+    else:
+        taken = []
+        while not stream.finished:
+            await asyncio.wait_for(ready.wait(), PATIENCE)
+            ready.clear()
+            while (out := stream.take()) is not None:
+                taken.append(out)
+        assert stream.take() is None  # nothing after the final output
+    assert [t for o in taken for t in o.token_ids] == read.token_ids
+    assert [o.finish_reason for o in taken] == [None] * (len(taken) - 1) + [FinishReason.LENGTH]
+    assert taken[0].prompt_info is not None
+    assert seen == read.token_ids  # the observer saw each output once, either way
+
+
+async def test_closing_a_listened_stream_early_aborts_it(harness: Harness) -> None:
+    stream = await harness.llm.generate(harness.request("listened", max_tokens=400, ignore_eos=True))
+    ready = asyncio.Event()
+    if stream.listen(ready.set):
+        await asyncio.wait_for(ready.wait(), PATIENCE)
+        first = stream.take()
+        assert first is not None and first.finish_reason is None
+    else:
+        await stream.__anext__()
+    await stream.aclose()
+    assert await harness.in_flight() == 0

@@ -18,13 +18,15 @@ import grpc
 import pytest
 
 from tests.support.grpc_serving import Served, eventually, raw_client, request, serving
-from vllm_llm import InvalidRequest, MockLlm, Unavailable
+from vllm_llm import GenerateStream, InvalidRequest, MockLlm, Unavailable
+from vllm_llm.delegating import DelegatingLlm
 from vllm_llm.wire import (
     GENERATE,
     INFO,
     SERVICE_NAME,
     FinishReason,
     GenerateOutput,
+    GenerateRequest,
     MuxError,
     MuxRequest,
     MuxResponse,
@@ -33,6 +35,7 @@ from vllm_llm.wire import (
 from vllm_remote_llm import RemoteLlm
 from vllm_server.grpc.llm_service import LlmService, _method_handler
 from vllm_server.grpc.mux import MuxSession
+from vllm_server.metrics import Metrics, ServedRequest
 
 
 async def _read_until_final(
@@ -79,6 +82,89 @@ async def test_one_message_carries_the_outputs_of_many_requests(mock: MockLlm, s
     # The mock steps all 16 together: a message per step carries many requests' outputs, so there are
     # far fewer messages than outputs (a Generate call each would take one message per output).
     assert messages < sum(len(o) for o in outputs.values()) / 4
+
+
+class _Unlistenable(DelegatingLlm):
+    """The inner Llm's streams, behind an async generator: a stream `listen` cannot read."""
+
+    async def generate(self, request: GenerateRequest) -> GenerateStream:
+        inner = await self.inner.generate(request)
+
+        async def outputs() -> AsyncIterator[GenerateOutput]:
+            async for out in inner:
+                yield out
+
+        return GenerateStream(inner.request_id, outputs(), inner.aclose)
+
+
+def _relay_tasks() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith("mux ")]
+
+
+@pytest.mark.parametrize("listened", [True, False], ids=["taken-by-the-writer", "a-task-each"])
+async def test_requests_run_end_cancel_and_count_whether_or_not_their_streams_can_be_listened_to(
+    mock: MockLlm, listened: bool
+) -> None:
+    llm = mock if listened else _Unlistenable(mock)
+    metrics = Metrics("tiny", mock.info)
+    ids = [f"r{i}" for i in range(8)]
+    async with serving(llm, metrics=metrics) as served, raw_client(served.target) as (stub, _):
+        call = stub.GenerateMux()
+        await call.write(MuxRequest(generate=[request(rid, max_tokens=100_000) for rid in ids]))
+        await call.write(MuxRequest(generate=[request(f"short{i}", max_tokens=6) for i in range(4)]))
+        short = {f"short{i}" for i in range(4)}
+        outputs, errors, _ = await _read_until_final(call, short)
+        assert errors == [] and all(sum(len(o.token_ids) for o in outputs[rid]) == 6 for rid in short)
+        await eventually(lambda: metrics.in_flight == 8, what="the short requests counted as ended")
+        # A stream from an OutputChannel is read by the writer: no task per request while they run.
+        assert len(_relay_tasks()) == (0 if listened else 8)
+        await call.write(MuxRequest(cancel=["r3"]))
+        await eventually(lambda: mock.aborted == ["r3"], what="the cancel aborted r3")
+        await eventually(lambda: metrics.in_flight == 7, what="the cancelled request counted as ended")
+        # Messages written before the cancel arrived may still be read; once one lacks r3 (the mock steps
+        # every running request together), none after it carries r3, and the others still stream.
+        while "r3" in {o.request_id for o in (await asyncio.wait_for(call.read(), 10)).outputs or ()}:
+            pass
+        for _ in range(3):
+            message = await asyncio.wait_for(call.read(), 10)
+            assert {o.request_id for o in message.outputs or ()} == set(ids) - {"r3"}
+        call.cancel()  # the stream's end aborts every request still on it
+        await eventually(lambda: sorted(mock.aborted) == sorted(ids), what="the rest aborted")
+        await eventually(lambda: metrics.in_flight == 0, what="every request counted as ended")
+    assert mock.num_running == 0
+    assert _relay_tasks() == []
+    assert 'vllm:request_success_total{engine="frontend",finished_reason="length",model_name="tiny"} 4.0' in (
+        metrics.render().decode()
+    )
+
+
+@pytest.mark.parametrize("listened", [True, False], ids=["taken-by-the-writer", "a-task-each"])
+async def test_a_failure_while_relaying_a_request_ends_it_with_an_error_and_aborts_it(
+    mock: MockLlm, listened: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output = ServedRequest.output
+    seen: dict[int, int] = {}
+
+    def failing(served: ServedRequest, out: GenerateOutput) -> None:
+        seen[id(served)] = seen.get(id(served), 0) + 1
+        if out.request_id == "bad" and seen[id(served)] == 3:
+            raise RuntimeError("a bug of the relay")
+        output(served, out)
+
+    monkeypatch.setattr(ServedRequest, "output", failing)
+    llm = mock if listened else _Unlistenable(mock)
+    async with serving(llm) as served, raw_client(served.target) as (stub, _):
+        call = stub.GenerateMux()
+        await call.write(
+            MuxRequest(generate=[request("bad", max_tokens=100_000), request("good", max_tokens=10)])
+        )
+        outputs, errors, _ = await _read_until_final(call, {"bad", "good"})
+        await eventually(lambda: mock.aborted == ["bad"], what="the failed request aborted")
+        assert mock.num_running == 0  # while the stream is still open
+        call.cancel()
+    assert [(e.request_id, e.code) for e in errors] == [("bad", "INTERNAL")]
+    assert sum(len(o.token_ids) for o in outputs["bad"]) >= 2  # what came before the failure went out
+    assert sum(len(o.token_ids) for o in outputs["good"]) == 10
 
 
 async def test_a_refused_request_gets_its_status_while_the_others_run(mock: MockLlm, served: Served) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
 from vllm_llm.wire import GenerateOutput
 
@@ -34,7 +35,7 @@ def merge_outputs(a: GenerateOutput, b: GenerateOutput) -> GenerateOutput:
 class OutputChannel:
     """A non-blocking queue of one request's outputs, with optional coalescing."""
 
-    __slots__ = ("_closed", "_coalesce", "_error", "_items", "_loop", "_waiter")
+    __slots__ = ("_closed", "_coalesce", "_error", "_items", "_loop", "_ready", "_waiter")
 
     def __init__(self, *, coalesce: bool = True) -> None:
         self._items: deque[GenerateOutput] = deque()
@@ -45,6 +46,8 @@ class OutputChannel:
         #: The reader's loop, looked up once: `asyncio.get_running_loop` makes a getpid system call per
         #: call on Python 3.11, which shows in a gRPC worker's profile when made per output.
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Called on every `put` and `fail` instead of waking an awaiting reader (`listen`).
+        self._ready: Callable[[], None] | None = None
 
     @property
     def closed(self) -> bool:
@@ -72,7 +75,28 @@ class OutputChannel:
         self._closed = True
         self._wake()
 
+    def listen(self, ready: Callable[[], None]) -> None:
+        """Call `ready` on every `put` and `fail` from now on, and at once if something is there to take:
+        the reader takes outputs with `take` when told, instead of a task awaiting each one. `ready` runs
+        in the producer's call and must not raise."""
+        self._ready = ready
+        if self._items or self._closed:
+            ready()
+
+    def take(self) -> GenerateOutput | None:
+        """The next output without waiting, or None; raises the channel's error once the outputs before
+        it are taken."""
+        if self._items:
+            return self._items.popleft()
+        if self._error is not None:
+            raise self._error
+        return None
+
     def _wake(self) -> None:
+        ready = self._ready
+        if ready is not None:
+            ready()
+            return
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)

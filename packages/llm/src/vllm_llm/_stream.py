@@ -2,6 +2,11 @@
 
 Closing the stream before that output (explicitly, by leaving `async with`, or by dropping it) aborts
 the request.
+
+A stream over an `OutputChannel` can also be read without a task waiting on it: `listen` has the
+producer say when there is something to take, and `take` takes it (a gRPC worker's GenerateMux writer
+takes every request's outputs this way, once per engine step). `observe` runs a callback on each output
+delivered either way (the server's metrics).
 """
 
 from __future__ import annotations
@@ -10,15 +15,17 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 
+from vllm_llm._channel import OutputChannel
 from vllm_llm.wire import GenerateOutput
 
 AbortCallback = Callable[[], Awaitable[None]]
+Observer = Callable[[GenerateOutput], None]
 
 
 class GenerateStream:
     """An async iterator of `GenerateOutput` deltas for one request."""
 
-    __slots__ = ("_done", "_on_abort", "_outputs", "request_id")
+    __slots__ = ("_done", "_observer", "_on_abort", "_outputs", "request_id")
 
     def __init__(
         self, request_id: str, outputs: AsyncIterator[GenerateOutput], on_abort: AbortCallback
@@ -27,6 +34,7 @@ class GenerateStream:
         self._outputs = outputs
         self._on_abort: AbortCallback | None = on_abort
         self._done = False
+        self._observer: Observer | None = None
 
     @classmethod
     def of_final(cls, out: GenerateOutput) -> GenerateStream:
@@ -56,6 +64,48 @@ class GenerateStream:
         if out.finish_reason is not None:
             self._done = True
             self._on_abort = None
+        if self._observer is not None:
+            self._observer(out)
+        return out
+
+    def observe(self, observer: Observer) -> GenerateStream:
+        """Call `observer` on every output this stream delivers from now on (read or taken), after any
+        observer given before; returns this stream."""
+        before = self._observer
+        self._observer = observer if before is None else _chain(before, observer)
+        return self
+
+    def listen(self, ready: Callable[[], None]) -> bool:
+        """Have the producer call `ready` whenever an output or the end is there to `take`, and at once
+        if one is already there, instead of a task awaiting each output. False when this stream cannot
+        (its outputs do not come from an `OutputChannel`, or it ended): iterate it then. `ready` runs in
+        the producer's call (an engine's output loop) and must not raise."""
+        outputs = self._outputs
+        if self._done or not isinstance(outputs, OutputChannel):
+            return False
+        outputs.listen(ready)
+        return True
+
+    def take(self) -> GenerateOutput | None:
+        """The next output of a `listen`ed stream if one is there, else None (always None after the
+        final output); raises the producer's error once the outputs before it were taken."""
+        if self._done:
+            return None
+        outputs = self._outputs
+        assert isinstance(outputs, OutputChannel), "take() is for a stream that accepted listen()"
+        try:
+            out = outputs.take()
+        except BaseException:
+            self._done = True
+            self._on_abort = None
+            raise
+        if out is None:
+            return None
+        if out.finish_reason is not None:
+            self._done = True
+            self._on_abort = None
+        if self._observer is not None:
+            self._observer(out)
         return out
 
     @property
@@ -89,6 +139,14 @@ class GenerateStream:
         except RuntimeError:
             return
         loop.call_soon(_spawn, on_abort)
+
+
+def _chain(first: Observer, then: Observer) -> Observer:
+    def both(out: GenerateOutput) -> None:
+        first(out)
+        then(out)
+
+    return both
 
 
 async def _nothing_to_abort() -> None:

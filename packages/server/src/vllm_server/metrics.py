@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -386,11 +386,12 @@ class Metrics:
         return RequestMetrics(self, self._families(), prompt_tokens, n)
 
     def tap(self, stream: GenerateStream, request: GenerateRequest) -> GenerateStream:
-        """`stream` (of `request`), recording the engine's timings of its final output on the way."""
+        """`stream` (of `request`) itself, recording the engine's timings of its final output as it is
+        delivered (`GenerateStream.observe`: a stream read without a task, `listen` and `take`, records
+        them too)."""
         if not self.records_requests:
             return stream
-        families = self._families()
-        return GenerateStream(stream.request_id, _Tap(stream, request, families), stream.aclose)
+        return stream.observe(_EngineTimings(request, self._families()).observe)
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""
@@ -406,20 +407,19 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class _Tap(AsyncIterator[GenerateOutput]):
-    """An engine request's outputs, passed through; its final output's `timings` are recorded."""
+class _EngineTimings:
+    """Follows an engine request's outputs; its final output's `timings` are recorded."""
 
-    __slots__ = ("_computed", "_inner", "_m", "_max_tokens", "_tokens")
+    __slots__ = ("_computed", "_m", "_max_tokens", "_tokens")
 
-    def __init__(self, inner: GenerateStream, request: GenerateRequest, metrics: _RequestFamilies) -> None:
-        self._inner = inner
+    def __init__(self, request: GenerateRequest, metrics: _RequestFamilies) -> None:
         self._m = metrics
         self._max_tokens = request.sampling_params.max_tokens
         self._computed = len(request.prompt_token_ids)
         self._tokens = 0
 
-    async def __anext__(self) -> GenerateOutput:
-        out = await self._inner.__anext__()
+    def observe(self, out: GenerateOutput) -> None:
+        """One output of the request."""
         self._tokens += len(out.token_ids)
         info = out.prompt_info
         if info is not None:
@@ -427,7 +427,6 @@ class _Tap(AsyncIterator[GenerateOutput]):
         timings = out.timings
         if timings is not None and out.finish_reason is not None:
             self._m.finished_in_engine(timings, self._tokens, self._max_tokens, self._computed)
-        return out
 
 
 class _EngineCollector(Collector):

@@ -11,6 +11,11 @@ output; a failure after outputs comes after them. What differs is the transport:
   (`docs/performance.md`) is paid once per step. Nothing is lost or reordered; the first output of an
   idle stream goes out at once. A message that would exceed the server's send limit is split (the
   outputs in halves, the errors last).
+- **No task per output.** A request whose Llm stream comes from an `OutputChannel` (an engine's, a
+  mock's, a router's) is read with `GenerateStream.listen` and `take`: the engine's output loop marks it
+  ready, and the writer takes every ready request's outputs just before it writes. So an engine step
+  costs the worker one wake-up of the writer, not one task wake-up per request. Any other stream is
+  relayed by a task of its own, as before.
 - **Cancel = abort.** A `cancel` id closes the request's Llm stream (which aborts it); nothing more is
   sent for it. The stream's end (client gone, cancelled, the server stopping) aborts every request
   still on it.
@@ -27,7 +32,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 
-from vllm_llm import InvalidRequest, Llm, LlmError, Unavailable
+from vllm_llm import GenerateStream, InvalidRequest, Llm, LlmError, Unavailable
 from vllm_llm._channel import merge_outputs
 from vllm_llm.wire import (
     GenerateOutput,
@@ -47,8 +52,18 @@ __all__ = ["MuxSession"]
 logger = logging.getLogger(__name__)
 
 
+class _Listened:
+    """A running request whose outputs the writer takes from its stream (`GenerateStream.listen`)."""
+
+    __slots__ = ("served", "stream")
+
+    def __init__(self, stream: GenerateStream, served: ServedRequest) -> None:
+        self.stream = stream
+        self.served = served
+
+
 class MuxSession:
-    """One GenerateMux call: its reader, its requests' tasks and its writer (`serve`)."""
+    """One GenerateMux call: its reader, its requests and its writer (`serve`)."""
 
     def __init__(
         self,
@@ -64,8 +79,14 @@ class MuxSession:
         self._metrics = metrics
         self._draining = draining
         self._service = service
-        #: Running requests by id: the task that relays the request's stream.
+        #: Requests by id whose task starts them, or relays a stream that cannot be listened to.
         self._running: dict[str, asyncio.Task[None]] = {}
+        #: Running requests by id whose outputs the writer takes.
+        self._listened: dict[str, _Listened] = {}
+        #: Listened requests with something to take, in order of readiness (a dict as an ordered set).
+        self._ready: dict[str, None] = {}
+        #: Streams of cancelled listened requests being closed (aborted).
+        self._closing: set[asyncio.Task[None]] = set()
         #: One merged output per request with outputs not written yet (in order of first arrival).
         self._pending: dict[str, GenerateOutput] = {}
         self._errors: list[MuxError] = []
@@ -86,8 +107,11 @@ class MuxSession:
             while True:
                 if self._broken is not None:
                     await abort_call(context, InvalidRequest(self._broken.message), service=self._service)
+                if self._ready:
+                    self._take_ready()
                 if not self._pending and not self._errors:
-                    if not self._running and (not self._reading or self._draining()):
+                    running = self._running or self._listened
+                    if not running and (not self._reading or self._draining()):
                         return  # the client half-closed, or the server drains: the call ends OK
                     self._waiter = loop.create_future()
                     try:
@@ -104,7 +128,47 @@ class MuxSession:
             tasks = [reader, *self._running.values()]
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            listened, self._listened = list(self._listened.values()), {}
+            for entry in listened:
+                self._close(entry)
+            await asyncio.gather(*tasks, *self._closing, return_exceptions=True)
+
+    def _on_ready(self, rid: str) -> None:
+        """A listened request has outputs (or its end) to take: the producer's call, so it never raises."""
+        self._ready[rid] = None
+        self._wake()
+
+    def _take_ready(self) -> None:
+        """Take the outputs of every ready listened request into `_pending`; end the requests that ended."""
+        ready, self._ready = self._ready, {}
+        pending = self._pending
+        for rid in ready:
+            entry = self._listened.get(rid)
+            if entry is None:
+                continue  # cancelled since
+            stream = entry.stream
+            try:
+                while (out := stream.take()) is not None:
+                    entry.served.output(out)
+                    before = pending.get(rid)
+                    pending[rid] = out if before is None else merge_outputs(before, out)
+            except Exception as exc:
+                self._fail(rid, exc)
+            else:
+                if not stream.finished:
+                    continue
+            del self._listened[rid]
+            if stream.finished:
+                entry.served.finish()
+            else:
+                self._close(entry)  # a failure here, not the Llm's: the request is aborted
+
+    def _close(self, entry: _Listened) -> None:
+        """End a listened request before its final output: close its stream (which aborts it)."""
+        entry.served.finish()
+        task = asyncio.get_running_loop().create_task(entry.stream.aclose())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def _write(
         self, context: ServicerContext, outputs: list[GenerateOutput], errors: list[MuxError]
@@ -139,6 +203,11 @@ class MuxSession:
                     if task is not None:
                         task.cancel()  # its `finally` closes the Llm stream: the request is aborted
                         self._pending.pop(rid, None)
+                    entry = self._listened.pop(rid, None)
+                    if entry is not None:
+                        self._ready.pop(rid, None)
+                        self._pending.pop(rid, None)
+                        self._close(entry)
                 for request in message.generate or ():
                     self._start(request)
         finally:
@@ -147,7 +216,7 @@ class MuxSession:
 
     def _start(self, request: GenerateRequest) -> None:
         rid = request.request_id
-        if rid in self._running:
+        if rid in self._running or rid in self._listened:
             self._fail(rid, InvalidRequest(f"request {rid!r} is already running on this stream"))
         elif self._draining():
             self._fail(rid, Unavailable("the server is draining; send the request elsewhere"))
@@ -163,7 +232,8 @@ class MuxSession:
         self._wake()
 
     async def _relay(self, request: GenerateRequest) -> None:
-        """Start the request and merge its outputs into `_pending` until its final output."""
+        """Start the request. Then hand its stream to the writer (`listen`), or else merge its outputs
+        into `_pending` until its final output."""
         rid = request.request_id
         try:
             stream = await self._llm.generate(request)
@@ -174,6 +244,12 @@ class MuxSession:
         if self._metrics is not None:
             stream = self._metrics.tap(stream, request)
         served = ServedRequest(self._metrics, request)
+        if self._running.get(rid) is asyncio.current_task():
+            self._listened[rid] = _Listened(stream, served)
+            if stream.listen(lambda: self._on_ready(rid)):
+                del self._running[rid]  # the writer takes its outputs from here on
+                return
+            del self._listened[rid]
         pending = self._pending
         try:
             async for out in stream:
