@@ -3,6 +3,8 @@
 The producer never blocks. When the reader falls behind, consecutive outputs still waiting in the
 channel are coalesced into one (token ids and logprobs concatenated, the finish reason and transfer
 params carried once, last); the first output is never held back and nothing is reordered or lost.
+A reader either awaits the outputs (`get`, `async for`) or, having called `listen`, is told when there
+is something to `take` (no task waits per output).
 """
 
 from __future__ import annotations
@@ -77,8 +79,8 @@ class OutputChannel:
 
     def listen(self, ready: Callable[[], None]) -> None:
         """Call `ready` on every `put` and `fail` from now on, and at once if something is there to take:
-        the reader takes outputs with `take` when told, instead of a task awaiting each one. `ready` runs
-        in the producer's call and must not raise."""
+        the reader takes outputs with `take` when told, instead of a task awaiting each one (a reader
+        awaiting `get` is no longer woken). `ready` runs in the producer's call and must not raise."""
         self._ready = ready
         if self._items or self._closed:
             ready()

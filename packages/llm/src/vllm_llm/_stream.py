@@ -78,8 +78,9 @@ class GenerateStream:
     def listen(self, ready: Callable[[], None]) -> bool:
         """Have the producer call `ready` whenever an output or the end is there to `take`, and at once
         if one is already there, instead of a task awaiting each output. False when this stream cannot
-        (its outputs do not come from an `OutputChannel`, or it ended): iterate it then. `ready` runs in
-        the producer's call (an engine's output loop) and must not raise."""
+        (its outputs do not come from an `OutputChannel`, or it ended): iterate it then. Once it said
+        yes, read the stream with `take` only (nothing wakes a reader awaiting it). `ready` runs in the
+        producer's call (an engine's output loop) and must not raise."""
         outputs = self._outputs
         if self._done or not isinstance(outputs, OutputChannel):
             return False
