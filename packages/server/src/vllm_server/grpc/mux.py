@@ -12,10 +12,10 @@ output; a failure after outputs comes after them. What differs is the transport:
   idle stream goes out at once. A message that would exceed the server's send limit is split (the
   outputs in halves, the errors last).
 - **No task per output.** A request whose Llm stream comes from an `OutputChannel` (an engine's, a
-  mock's, a router's) is read with `GenerateStream.listen` and `take`: the engine's output loop marks it
-  ready, and the writer takes every ready request's outputs just before it writes. So an engine step
-  costs the worker one wake-up of the writer, not one task wake-up per request. Any other stream is
-  relayed by a task of its own, as before.
+  mock's, a router's RemoteLlm over GenerateMux) is read with `GenerateStream.listen` and `take`: the
+  engine's output loop marks it ready, and the writer takes every ready request's outputs just before
+  it writes. So an engine step costs the worker one wake-up of the writer, not one task wake-up per
+  request. Any other stream is relayed by a task of its own, as before.
 - **Cancel = abort.** A `cancel` id closes the request's Llm stream (which aborts it); nothing more is
   sent for it. The stream's end (client gone, cancelled, the server stopping) aborts every request
   still on it.
