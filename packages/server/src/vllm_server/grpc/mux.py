@@ -141,31 +141,35 @@ class MuxSession:
     def _take_ready(self) -> None:
         """Take the outputs of every ready listened request into `_pending`; end the requests that ended."""
         ready, self._ready = self._ready, {}
-        pending = self._pending
         for rid in ready:
             entry = self._listened.get(rid)
             if entry is None:
                 continue  # cancelled since
             stream = entry.stream
+            failed = False
             try:
                 while (out := stream.take()) is not None:
                     entry.served.output(out)
-                    before = pending.get(rid)
-                    pending[rid] = out if before is None else merge_outputs(before, out)
+                    self._add_pending(rid, out)
             except Exception as exc:
                 self._fail(rid, exc)
-            else:
-                if not stream.finished:
-                    continue
-            del self._listened[rid]
-            if stream.finished:
-                entry.served.finish()
-            else:
-                self._close(entry)  # a failure here, not the Llm's: the request is aborted
+                failed = True
+            if failed or stream.finished:
+                del self._listened[rid]
+                self._close(entry)
+
+    def _add_pending(self, rid: str, out: GenerateOutput) -> None:
+        """Merge `out` into request `rid`'s output not written yet."""
+        pending = self._pending
+        before = pending.get(rid)
+        pending[rid] = out if before is None else merge_outputs(before, out)
 
     def _close(self, entry: _Listened) -> None:
-        """End a listened request before its final output: close its stream (which aborts it)."""
+        """A listened request ended: count it, and close its stream if it did not end there (a cancel, the
+        stream's end, a failure of ours while taking), which aborts it."""
         entry.served.finish()
+        if entry.stream.finished:
+            return
         task = asyncio.get_running_loop().create_task(entry.stream.aclose())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
@@ -250,12 +254,10 @@ class MuxSession:
                 del self._running[rid]  # the writer takes its outputs from here on
                 return
             del self._listened[rid]
-        pending = self._pending
         try:
             async for out in stream:
                 served.output(out)
-                before = pending.get(rid)
-                pending[rid] = out if before is None else merge_outputs(before, out)
+                self._add_pending(rid, out)
                 self._wake()
         except Exception as exc:
             self._fail(rid, exc)
