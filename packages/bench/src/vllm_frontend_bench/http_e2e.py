@@ -24,23 +24,26 @@ and any below it), over each load, per 1,000 output tokens the load generator co
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_frontend_bench.cpu import CpuMeter, CpuOf, per_1k_tokens
+from vllm_frontend_bench.engine_alone import EngineAlone, start_engine_alone
 from vllm_frontend_bench.http_figures import (
     CPU_LABEL,
     Measured,
     cpu_row,
     failure_target,
     load_rows,
+    tokens_agree_target,
     tokens_per_chunk_note,
 )
-from vllm_frontend_bench.loadgen import Load, run_load
+from vllm_frontend_bench.loadgen import Load, LoadStats, run_load
 from vllm_frontend_bench.placement import engine_cpus, pinned_here, spare_cpus
 from vllm_frontend_bench.report import BenchResult, Row, Target
 from vllm_frontend_bench.router import router_result, start_router
@@ -134,13 +137,6 @@ async def start_vllm(model_dir: Path, log_dir: Path, engine_flags: Sequence[str]
     )
 
 
-async def warm_up(server: ServerProcess, plan: HttpPlan) -> None:
-    """A few requests first (compiles, caches, connection setup), checked to succeed."""
-    stats = await run_load(server.base_url, Load(4, plan.warmup_requests, plan.max_tokens, MODEL_NAME))
-    if stats.failed:
-        raise RuntimeError(f"{server.name}: warm-up requests failed; its log ends:\n{server.log_tail()}")
-
-
 def placement(engine_server: ServerProcess, plan: HttpPlan) -> tuple[frozenset[int] | None, str]:
     """Where the load generator (and router) run beside `engine_server`: the CPUs, and those in words."""
     if not plan.isolate:
@@ -154,22 +150,39 @@ def placement(engine_server: ServerProcess, plan: HttpPlan) -> tuple[frozenset[i
 
 @dataclass(slots=True)
 class Arm:
-    """One thing measured under the load: a server, the processes its CPU figure counts, and what to do
-    before each of its loads (vLLM's two arms are one server, placed differently before each)."""
+    """One thing measured under the load: how it takes a load, where the load generator runs beside it,
+    the processes its CPU figure counts, and what to do before each of its loads (vLLM's two arms are
+    one server, placed differently before each)."""
 
     label: str
-    server: ServerProcess
+    run: Callable[[Load], Awaitable[LoadStats]]
+    cpus: frozenset[int] | None = None
     cpu: CpuOf | None = None
     before: Callable[[], None] | None = None
+    log_tail: Callable[[], str] = lambda: ""
 
 
-async def measure(arms: Sequence[Arm], plan: HttpPlan, cpus: frozenset[int] | None) -> list[Measured]:
-    """Run every level on every arm, repeats interleaved; the load generator runs on `cpus`."""
-    with pinned_here(cpus):
-        return await _measure(arms, plan)
+def server_arm(
+    label: str,
+    server: ServerProcess,
+    cpus: frozenset[int] | None,
+    cpu: CpuOf | None = None,
+    before: Callable[[], None] | None = None,
+) -> Arm:
+    """An arm that takes the load over HTTP (`run_load`) from `server`."""
+    return Arm(label, functools.partial(run_load, server.base_url), cpus, cpu, before, server.log_tail)
 
 
-async def _measure(arms: Sequence[Arm], plan: HttpPlan) -> list[Measured]:
+async def warm_up(arm: Arm, plan: HttpPlan) -> None:
+    """A few requests first (compiles, caches, connection setup), checked to succeed."""
+    stats = await arm.run(Load(4, plan.warmup_requests, plan.max_tokens, MODEL_NAME))
+    if stats.failed:
+        raise RuntimeError(f"{arm.label}: warm-up requests failed; its log ends:\n{arm.log_tail()}")
+
+
+async def measure(arms: Sequence[Arm], plan: HttpPlan) -> list[Measured]:
+    """Run every level on every arm, the arms alternating load by load, repeats interleaved; each load
+    with the load generator (this process) on its arm's CPUs."""
     measured: list[Measured] = [{} for _ in arms]
     for _ in range(plan.repeats):
         for load in plan.loads():
@@ -177,17 +190,18 @@ async def _measure(arms: Sequence[Arm], plan: HttpPlan) -> list[Measured]:
                 if arm.before is not None:
                     arm.before()
                 meter = CpuMeter(arm.cpu) if arm.cpu is not None else None
-                if meter is not None:
-                    meter.start()
-                stats = await run_load(arm.server.base_url, load)
-                if meter is not None:
-                    cpu = per_1k_tokens(meter.stop(), stats.output_tokens)
-                    stats = dataclasses.replace(stats, cpu_s_per_1k_tokens=cpu)
+                with pinned_here(arm.cpus):
+                    if meter is not None:
+                        meter.start()
+                    stats = await arm.run(load)
+                    if meter is not None:
+                        cpu = per_1k_tokens(meter.stop(), stats.output_tokens)
+                        stats = dataclasses.replace(stats, cpu_s_per_1k_tokens=cpu)
                 if stats.failed:
                     logger.warning(
-                        "%s: %d of %d requests failed at c=%d (%s); the server's log ends:\n%s",
+                        "%s: %d of %d requests failed at c=%d (%s); its log ends:\n%s",
                         arm.label, stats.failed, load.num_requests, load.concurrency,
-                        ", ".join(f"{n} {kind}" for kind, n in stats.failure_kinds), arm.server.log_tail(),
+                        ", ".join(f"{n} {kind}" for kind, n in stats.failure_kinds), arm.log_tail(),
                     )  # fmt: skip
                 into.setdefault(load.concurrency, []).append(stats)
     return measured
@@ -288,23 +302,74 @@ def cpu_result(worker: Measured, router: Measured | None, vllm: Measured, vllm_w
     return result
 
 
-def _deployed_and_placed(vllm: ServerProcess) -> tuple[Arm, Arm | None, str]:
+def engine_alone_result(
+    alone: Measured, ours: Measured, deployed: Measured, plan: HttpPlan, where: str
+) -> BenchResult:
+    """B3e: our worker and vLLM's server as deployed next to the engine alone (`engine_alone`), the
+    most output tok/s any frontend could get from this engine on this machine under B3's load."""
+    result = BenchResult(
+        key="B3e",
+        title="the engine alone: the most output tok/s a frontend could get from this engine here, B3's load",
+        ours_label="our worker (B3) and vLLM's server as deployed (B3), each row says which",
+        baseline_label="the engine alone: an EngineCoreLlm with the worker's settings driven in the load "
+        "generator's process, no HTTP, no detokenizer",
+        notes=[
+            "each request: the load generator's chat request rendered and lowered by our chat and text "
+            "layers (the engine request our worker sends); TTFT and ITL between the engine's outputs",
+            f"the engine alone's driver: {where}",
+        ],
+    )
+    for c in sorted(ours):
+        for label, measured in (("worker", ours), ("vLLM as deployed", deployed)):
+            for attr, name in (("output_tokens_per_s", "output tok/s"), ("ttft_p50_ms", "TTFT p50")):
+                result.rows.append(
+                    Row(
+                        f"c={c} {label} {name}",
+                        "tok/s" if attr == "output_tokens_per_s" else "ms",
+                        Summary.of([getattr(s, attr) for s in measured[c]]),
+                        Summary.of([getattr(s, attr) for s in alone.get(c, [])]),
+                        better="higher" if attr == "output_tokens_per_s" else "lower",
+                    )
+                )
+    for c in _target_levels(ours):
+        ceiling = 1 / result.row(f"c={c} vLLM as deployed output tok/s").ratio
+        result.notes.append(
+            f"c={c}: the engine alone ran {ceiling:.2f}x vLLM's server as deployed, the most B3 could read "
+            f"here (its target: {DEPLOYED_TARGET}x); our worker ran "
+            f"{result.row(f'c={c} worker output tok/s').ratio:.2f}x the engine alone"
+        )
+    result.targets += [
+        tokens_agree_target("B3e", plan.max_tokens, {"engine alone": alone, "worker": ours}),
+        failure_target("B3e", {"engine alone": alone}),
+    ]
+    return result
+
+
+def _deployed_and_placed(vllm: ServerProcess, cpus: frozenset[int] | None) -> tuple[Arm, Arm | None, str]:
     """vLLM's two arms: its API server where the kernel put it, and pinned off its engine's CPUs as
-    ours pins itself (None when the engine bound no CPUs of its own); the placed arm in words."""
+    ours pins itself (None when the engine bound no CPUs of its own); the placed arm in words. The load
+    generator runs on `cpus` beside both."""
     deployed = frozenset(os.sched_getaffinity(vllm.pid))
     bound = engine_cpus(vllm)
     spare = spare_cpus(bound)
-    as_deployed = Arm("vLLM as deployed", vllm, CpuOf(vllm.pid), before=lambda: pin(vllm.pid, deployed))
+    as_deployed = server_arm(
+        "vLLM as deployed", vllm, cpus, CpuOf(vllm.pid), before=lambda: pin(vllm.pid, deployed)
+    )
     if spare is None:
         return as_deployed, None, "its engine bound no CPUs of its own: no placed arm"
-    placed = Arm("vLLM placed like ours", vllm, CpuOf(vllm.pid), before=lambda: pin(vllm.pid, spare))
+    placed = server_arm(
+        "vLLM placed like ours", vllm, cpus, CpuOf(vllm.pid), before=lambda: pin(vllm.pid, spare)
+    )
     return as_deployed, placed, f"API server on CPUs {sorted(spare)}, off CPUs {sorted(bound)}"
 
 
 async def run_http(
     model_dir: Path, plan: HttpPlan, log_dir: Path, *, b3: bool, b4: bool, b5: bool = False
 ) -> list[BenchResult]:
-    """Run B3, B4 and/or B5; they share the worker (started once): B4 and B5 put routers in front of it."""
+    """Run B3, B4 and/or B5 (B3 with B3p, B3c and B3e). Every server of the selected benchmarks runs for
+    the whole measurement (one is busy at a time: the others idle) and the arms alternate load by load,
+    so a machine that speeds up or slows down during the run moves every arm alike: the worker alone,
+    the routers in front of it (B4, B5), vLLM's server in its two placements and the engine alone (B3)."""
     results: list[BenchResult] = []
     vllm_router: Path | None = None
     if b5:
@@ -313,66 +378,78 @@ async def run_http(
         except RouterInstallError as exc:
             results.append(not_run("B5", str(exc)))
             b5 = False
-    worker, grpc_port = await start_worker(model_dir, log_dir, plan.engine_flags)
-    routers: list[ServerProcess] = []
+    alone: EngineAlone | None = None
+    servers: list[ServerProcess] = []  # stopped last to first
     try:
+        if b3:  # first, while this process may still run on every CPU (its engine inherits that)
+            alone = await start_engine_alone(model_dir, MODEL_NAME, plan.engine_flags)
+        worker, grpc_port = await start_worker(model_dir, log_dir, plan.engine_flags)
+        servers.append(worker)
         cpus, ours_placement = placement(worker, plan)
-        arms = [Arm("worker alone", worker, CpuOf(worker.pid))]
+        arms = [server_arm("worker alone", worker, cpus, CpuOf(worker.pid))]
         if b4 or b5:
-            routers.append(await start_router(grpc_port, log_dir))
-            arms.append(Arm("our router", routers[-1], router_cpu(routers[-1])))
+            servers.append(await start_router(grpc_port, log_dir))
+            arms.append(server_arm("our router", servers[-1], cpus, router_cpu(servers[-1])))
         if vllm_router is not None:
             try:
-                routers.append(await start_vllm_router(vllm_router, grpc_port, model_dir, log_dir))
-                arms.append(Arm("vllm-router", routers[-1], router_cpu(routers[-1])))
+                servers.append(await start_vllm_router(vllm_router, grpc_port, model_dir, log_dir))
+                arms.append(server_arm("vllm-router", servers[-1], cpus, router_cpu(servers[-1])))
             except RuntimeError as exc:  # it exited or never answered: its log is in the message
                 results.append(not_run("B5", f"vllm-router did not start: {exc}"))
                 b5 = False
-        for router in routers:
+        for router in servers[1:]:
             if cpus is not None:
                 for pid in router_cpu(router).pids():
                     pin(pid, cpus)
+        placed: Arm | None = None
+        if b3:
+            vllm = await start_vllm(model_dir, log_dir, plan.engine_flags)
+            servers.append(vllm)
+            vllm_cpus, vllm_placement = placement(vllm, plan)
+            as_deployed, placed, placed_where = _deployed_and_placed(vllm, vllm_cpus)
+            arms += [as_deployed, *([placed] if placed is not None else [])]
+            assert alone is not None
+            arms.append(Arm("engine alone", alone.run, cpus))
         for arm in arms:
-            await warm_up(arm.server, plan)
-        measured = dict(zip([a.label for a in arms], await measure(arms, plan, cpus), strict=True))
+            await warm_up(arm, plan)
+        measured = dict(zip([a.label for a in arms], await measure(arms, plan), strict=True))
     finally:
-        for router in reversed(routers):
-            await router.stop()
-        await worker.stop()
+        for server in reversed(servers):
+            await server.stop()
+        if alone is not None:
+            await alone.stop()
     ours = measured["worker alone"]
     if b3:
-        vllm = await start_vllm(model_dir, log_dir, plan.engine_flags)
-        try:
-            vllm_cpus, vllm_placement = placement(vllm, plan)
-            as_deployed, placed, placed_where = _deployed_and_placed(vllm)
-            await warm_up(vllm, plan)
-            vllm_arms = [as_deployed, *([placed] if placed is not None else [])]
-            theirs = await measure(vllm_arms, plan, vllm_cpus)
-        finally:
-            await vllm.stop()
-        b3_result = http_result(ours, theirs[0], plan)
+        deployed = measured["vLLM as deployed"]
+        b3_result = http_result(ours, deployed, plan)
         b3_result.notes += [
             f"load generator beside ours: {ours_placement}",
             f"load generator beside vLLM: {vllm_placement}",
             f"vLLM placed like ours (B3p): {placed_where}",
+            "every server ran for the whole measurement, the arms alternating load by load",
         ]
-        vllm_arms_measured = {"ours": ours, "vLLM as deployed": theirs[0]}
+        vllm_arms_measured = {"ours": ours, "vLLM as deployed": deployed}
         if placed is not None:
-            vllm_arms_measured["vLLM placed like ours"] = theirs[1]
+            vllm_arms_measured["vLLM placed like ours"] = measured["vLLM placed like ours"]
         b3_result.targets.append(failure_target("B3", vllm_arms_measured))
         results.append(b3_result)
         if placed is not None:
-            fair = http_result(ours, theirs[1], plan, placed=True)
-            fair.notes += [f"vLLM placed like ours: {placed_where}", *gain_notes(ours, theirs[1], theirs[0])]
+            fair = http_result(ours, measured["vLLM placed like ours"], plan, placed=True)
+            fair.notes += [
+                f"vLLM placed like ours: {placed_where}",
+                *gain_notes(ours, measured["vLLM placed like ours"], deployed),
+            ]
             results.append(fair)
+        vllm_cpu = measured["vLLM placed like ours" if placed is not None else "vLLM as deployed"]
         results.append(
             cpu_result(
                 ours,
                 measured.get("our router"),
-                theirs[-1],
+                vllm_cpu,
                 "placed like ours" if placed is not None else "as deployed",
             )
         )
+        results.append(engine_alone_result(measured["engine alone"], ours, deployed, plan, ours_placement))
     if b4:
         b4_result = router_result(measured["our router"], ours, plan.repeats)
         b4_result.notes += [

@@ -20,7 +20,7 @@ import collections
 import itertools
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -136,10 +136,11 @@ async def run_load(base_url: str, load: Load) -> LoadStats:
         *(_connection(base_url, load, queue, timings, failures) for _ in range(load.concurrency))
     )
     duration = time.perf_counter() - start
-    return _stats(timings, duration, failures)
+    return load_stats(timings, duration, failures)
 
 
-def _stats(timings: list[RequestTiming], duration: float, failures: list[BaseException]) -> LoadStats:
+def load_stats(timings: list[RequestTiming], duration: float, failures: Sequence[BaseException]) -> LoadStats:
+    """The figures of a load: the requests that succeeded (`timings`), how long it took, what failed."""
     ttft = [(t.chunks[0] - t.start) * 1000 for t in timings if t.chunks]
     itl = [(b - a) * 1000 for t in timings for a, b in itertools.pairwise(t.chunks)]
     tokens = sum(t.completion_tokens for t in timings)
@@ -190,11 +191,16 @@ async def _connection(
             stream[1].close()
 
 
+def user_message(i: int) -> str:
+    """The content of request `i`'s one user message."""
+    return f"Request {i}: tell me a long story about the sea."
+
+
 def _body(load: Load, i: int) -> bytes:
     return _ENCODE(
         {
             "model": load.model,
-            "messages": [{"role": "user", "content": f"Request {i}: tell me a long story about the sea."}],
+            "messages": [{"role": "user", "content": user_message(i)}],
             "max_tokens": load.max_tokens,
             "ignore_eos": True,
             "stream": True,

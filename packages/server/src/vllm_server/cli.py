@@ -305,6 +305,11 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
 
 
+def serve_config(argv: Sequence[str]) -> FrontendConfig:
+    """The FrontendConfig `vllm-frontend serve` builds from `argv` (its arguments after `serve`)."""
+    return frontend_config(_parser().parse_args(["serve", *argv]))
+
+
 def frontend_config(args: argparse.Namespace) -> FrontendConfig:
     """The FrontendConfig of parsed `serve` arguments."""
     if args.model is None:
