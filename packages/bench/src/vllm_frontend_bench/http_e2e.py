@@ -1,9 +1,13 @@
 """B3 HTTP end to end: this server over EngineCoreLlm vs vLLM's own OpenAI server, same model and engine.
 
-The two servers run one after the other (never together: 2 cores). Both get the same engine settings
-(`--dtype float32 --max-model-len 512 --disable-log-stats`, eager, vLLM's defaults otherwise) and the same
-load: streaming chat completions with fixed `max_tokens` and `ignore_eos`, at each concurrency level.
-When B4 or B5 runs too, its worker is this benchmark's server (started once), see `run_http`.
+Both servers get the same engine settings (`--dtype float32 --max-model-len 512 --disable-log-stats`,
+eager, vLLM's defaults otherwise) and the same load: streaming chat completions with fixed `max_tokens`
+and `ignore_eos`, at each concurrency level. Every server of the selected benchmarks runs for the whole
+measurement, one busy at a time, the arms alternating load by load (an idle server costs little: each
+idle engine's forward-pass process about 1.4 % of a CPU), so a machine that speeds up or slows down
+during the run moves every arm alike. When B4 or B5 runs too, its worker is this benchmark's server
+(started once), see `run_http`. B3e (`engine_alone`) adds the engine alone: the most any frontend could
+get from this engine here.
 
 Placement: the load generator (this process, while it measures) and the routers of B4 and B5 stand for
 other hosts; they run on the CPUs the engine did not bind its OpenMP threads to
