@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+
 import openai
 import pytest
 
 from tests.support.engine_recorder import EngineRecorder
 from tests.support.servers import RunningServer
 from vllm_frontend_bench.engine_alone import engine_request, run_engine_load
-from vllm_frontend_bench.http_e2e import HttpPlan, engine_alone_result
+from vllm_frontend_bench.http_e2e import Arm, HttpPlan, engine_alone_result, measure
 from vllm_frontend_bench.loadgen import Load, LoadStats, user_message
 from vllm_llm import ChatLlm, EngineCoreLlm, TextLlm
 
@@ -101,3 +103,23 @@ def test_engine_alone_result() -> None:
     ]
     short = {1: [_stats(100.0, tokens=7)], 32: [_stats(1000.0)]}
     assert not engine_alone_result(short, ours, vllm, plan, "").targets[0].met
+
+
+async def test_the_load_generator_measures_with_its_heap_frozen() -> None:
+    frozen: list[int] = []
+
+    async def run(load: Load) -> LoadStats:
+        frozen.append(gc.get_freeze_count())
+        return _stats(10.0)
+
+    plan = HttpPlan(levels=((1, 2), (4, 4)), repeats=2)
+    before = gc.get_freeze_count()
+    measured = await measure([Arm("a", run), Arm("b", run)], plan)
+    assert len(frozen) == 8
+    assert min(frozen) > max(before, 1000)  # the test process's heap, imports and all
+    if before == 0:
+        assert gc.get_freeze_count() == 0  # thawed afterwards
+    else:
+        assert gc.get_freeze_count() >= before  # a heap frozen before stays frozen
+    assert [sorted(m) for m in measured] == [[1, 4], [1, 4]]
+    assert all(len(m[c]) == 2 for m in measured for c in m)
