@@ -73,8 +73,6 @@ async def run_engine_load(llm: Llm, chat: ChatLlm, load: Load) -> LoadStats:
                     if output.token_ids:
                         timing.chunks.append(time.perf_counter())
                         timing.completion_tokens += len(output.token_ids)
-                    if output.finish_reason is not None:
-                        timing.done = True
         except LlmError as exc:
             failures.append(exc)
             return
