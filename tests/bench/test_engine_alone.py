@@ -101,6 +101,14 @@ def test_engine_alone_result() -> None:
         ("B3e check: every arm's requests returned max_tokens=8 output tokens", True),
         ("B3e no request fails", True),
     ]
+    placed = {1: [_stats(85.0)], 32: [_stats(910.0)]}
+    with_placed = engine_alone_result(alone, ours, vllm, plan, "on CPUs [1]", placed)
+    assert with_placed.row("c=32 vLLM placed like ours output tok/s").ratio == pytest.approx(0.91)
+    assert with_placed.notes[-1] == (
+        "c=32: the engine alone ran 1.25x vLLM's server as deployed, the most B3 could read here (its "
+        "target: 1.25x), and 1.10x vLLM's server placed like ours, the most B3p could read (its target: "
+        "1.1x); our worker ran 0.95x the engine alone"
+    )
     short = {1: [_stats(100.0, tokens=7)], 32: [_stats(1000.0)]}
     assert not engine_alone_result(short, ours, vllm, plan, "").targets[0].met
 

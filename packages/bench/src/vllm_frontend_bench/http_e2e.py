@@ -324,14 +324,21 @@ def cpu_result(worker: Measured, router: Measured | None, vllm: Measured, vllm_w
 
 
 def engine_alone_result(
-    alone: Measured, ours: Measured, deployed: Measured, plan: HttpPlan, where: str
+    alone: Measured,
+    ours: Measured,
+    deployed: Measured,
+    plan: HttpPlan,
+    where: str,
+    placed: Measured | None = None,
 ) -> BenchResult:
-    """B3e: our worker and vLLM's server as deployed next to the engine alone (`engine_alone`), the
-    most output tok/s any frontend could get from this engine on this machine under B3's load."""
+    """B3e: our worker and vLLM's server as deployed (and `placed` like ours, when measured) next to the
+    engine alone (`engine_alone`), the most output tok/s any frontend could get from this engine on this
+    machine under B3's load."""
     result = BenchResult(
         key="B3e",
         title="the engine alone: the most output tok/s a frontend could get from this engine here, B3's load",
-        ours_label="our worker (B3) and vLLM's server as deployed (B3), each row says which",
+        ours_label="our worker (B3) and vLLM's server as deployed (B3) and placed like ours (B3p), each row "
+        "says which",
         baseline_label="the engine alone: an EngineCoreLlm with the worker's settings driven in the load "
         "generator's process, no HTTP, no detokenizer",
         notes=[
@@ -340,8 +347,11 @@ def engine_alone_result(
             f"the engine alone's driver: {where}",
         ],
     )
+    arms = [("worker", ours), ("vLLM as deployed", deployed)]
+    if placed is not None:
+        arms.append(("vLLM placed like ours", placed))
     for c in sorted(ours):
-        for label, measured in (("worker", ours), ("vLLM as deployed", deployed)):
+        for label, measured in arms:
             for attr, name in (("output_tokens_per_s", "output tok/s"), ("ttft_p50_ms", "TTFT p50")):
                 result.rows.append(
                     Row(
@@ -354,9 +364,15 @@ def engine_alone_result(
                 )
     for c in _target_levels(ours):
         ceiling = 1 / result.row(f"c={c} vLLM as deployed output tok/s").ratio
+        placed_ceiling = ""
+        if placed is not None:
+            placed_ceiling = (
+                f", and {1 / result.row(f'c={c} vLLM placed like ours output tok/s').ratio:.2f}x vLLM's "
+                f"server placed like ours, the most B3p could read (its target: {PLACED_TARGET}x)"
+            )
         result.notes.append(
             f"c={c}: the engine alone ran {ceiling:.2f}x vLLM's server as deployed, the most B3 could read "
-            f"here (its target: {DEPLOYED_TARGET}x); our worker ran "
+            f"here (its target: {DEPLOYED_TARGET}x){placed_ceiling}; our worker ran "
             f"{result.row(f'c={c} worker output tok/s').ratio:.2f}x the engine alone"
         )
     result.targets += [
@@ -470,7 +486,16 @@ async def run_http(
                 "placed like ours" if placed is not None else "as deployed",
             )
         )
-        results.append(engine_alone_result(measured["engine alone"], ours, deployed, plan, ours_placement))
+        results.append(
+            engine_alone_result(
+                measured["engine alone"],
+                ours,
+                deployed,
+                plan,
+                ours_placement,
+                measured["vLLM placed like ours"] if placed is not None else None,
+            )
+        )
     if b4:
         b4_result = router_result(measured["our router"], ours, plan.repeats)
         b4_result.notes += [
