@@ -27,6 +27,8 @@ from vllm.multimodal.inputs import (
     MultiModalKwargsItem,
     PlaceholderRange,
 )
+from vllm.utils.cache import CacheInfo
+from vllm.v1.metrics.stats import MultiModalCacheStats
 
 from vllm_llm._engine_tensors import to_torch
 from vllm_llm._errors import InvalidRequest, TooManyMediaItems
@@ -43,6 +45,10 @@ class MultiModalLowering:
         self._lora = vllm_config.lora_config
         self._cache = processor_cache_from_config(vllm_config) if self._multimodal else None
         self._supported: set[str] = set()
+        #: Per-request cache figures for vLLM's stats log since it last took them (`record_requests`).
+        self._request_stats: MultiModalCacheStats | None = None
+        #: Cache figures taken per request for that log and not yet by `cache_stats`.
+        self._untaken = CacheInfo(hits=0, total=0)
         if self._multimodal:
             info = MULTIMODAL_REGISTRY.create_processor(model).info
             self._supported = set(info.supported_mm_limits)
@@ -98,6 +104,7 @@ class MultiModalLowering:
                     mm_hash=mm_hash,
                 )
             )
+        self._record_request()
         return specs
 
     def invalidate(self, mm_hashes: Sequence[str]) -> None:
@@ -108,7 +115,34 @@ class MultiModalLowering:
 
     def cache_stats(self) -> Any:
         """The sender cache's counters since the last call (vLLM's CacheInfo), or None without a cache."""
-        return self._cache.make_stats(delta=True) if self._cache is not None else None
+        if self._cache is None:
+            return None
+        delta = self._cache.make_stats(delta=True)
+        untaken, self._untaken = self._untaken, CacheInfo(hits=0, total=0)
+        return CacheInfo(hits=delta.hits + untaken.hits, total=delta.total + untaken.total)
+
+    def record_requests(self) -> None:
+        """From now on count each request's cache lookups as one request, for vLLM's stats log (as vLLM's
+        renderer does after it put a request's items through the cache: `update_mm_cache_stats`)."""
+        if self._cache is not None and self._request_stats is None:
+            self._request_stats = MultiModalCacheStats()
+
+    def take_request_stats(self) -> MultiModalCacheStats | None:
+        """The per-request figures since the last call (vLLM's renderer's ``stat_mm_cache``), or None when
+        they are not counted."""
+        stats = self._request_stats
+        if stats is not None:
+            self._request_stats = MultiModalCacheStats()
+        return stats
+
+    def _record_request(self) -> None:
+        stats = self._request_stats
+        if stats is None or self._cache is None:
+            return
+        delta = self._cache.make_stats(delta=True)
+        stats.record(delta.total, delta.hits)
+        untaken = self._untaken
+        self._untaken = CacheInfo(hits=untaken.hits + delta.hits, total=untaken.total + delta.total)
 
     def _is_cached(self, feature: MultiModalFeature) -> bool:
         return self._cache is not None and self._cache.is_cached_item(self._hash(feature))

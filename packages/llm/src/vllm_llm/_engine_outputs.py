@@ -26,9 +26,19 @@ class RequestClock:
     request, and the `EngineCoreOutputs.timestamp` of the batches that carried its outputs.
     """
 
-    __slots__ = ("first_token_ts", "last_token_ts", "num_preemptions", "queued_ts", "scheduled_ts", "seen")
+    __slots__ = (
+        "corrupted",
+        "first_token_ts",
+        "last_token_ts",
+        "num_preemptions",
+        "queued_ts",
+        "scheduled_ts",
+        "seen",
+    )
 
     def __init__(self) -> None:
+        #: An output of the request met NaNs in its logits (counted only with VLLM_COMPUTE_NANS_IN_LOGITS).
+        self.corrupted = False
         self.queued_ts = 0.0
         self.scheduled_ts = 0.0
         self.first_token_ts = 0.0

@@ -31,6 +31,7 @@ from vllm_llm.wire import FinishReason, GenerateOutput, GenerateRequest, LlmInfo
 if TYPE_CHECKING:
     from vllm_llm._engine_lowering import Lowering
     from vllm_llm._engine_outputs import RequestState
+    from vllm_llm._engine_stat_log import StatLog
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,9 @@ class EngineCoreLlm(Llm):
         self._start_task: asyncio.Task[None] | None = None
         self._dead: EngineDead | None = None
         self._stats = EngineStats()
+        #: vLLM's logging stat logger per engine (stats on, its logger at INFO), as AsyncLLM keeps it.
+        self._stat_log: StatLog | None = None
+        self._count_nans = False
         self._paused = False
         self._sleeping = False
         self._sleep_level = 0
@@ -85,6 +89,13 @@ class EngineCoreLlm(Llm):
         self._stats.iteration_observer = observer
         self._lowering = Lowering(vllm_config, tokenizer)
         self._info = info
+        if self.settings.log_stats:
+            from vllm_llm import _engine_stat_log
+
+            self._count_nans = _engine_stat_log.compute_nans()
+            if _engine_stat_log.stat_log_enabled():
+                self._stat_log = _engine_stat_log.StatLog(vllm_config, self.engine_indexes)
+                self._lowering.multimodal.record_requests()
         if self._shut_down:
             await _shutdown_client(client)
             return
@@ -284,6 +295,23 @@ class EngineCoreLlm(Llm):
         return self.settings.log_stats
 
     @property
+    def stat_log_interval(self) -> float | None:
+        """Seconds between two `do_log_stats` calls as vLLM's server makes them (``VLLM_LOG_STATS_INTERVAL``),
+        or None when there is nothing to log: stats off, or vLLM's stat-logging logger below INFO (then
+        vLLM makes no logging stat logger either)."""
+        if self._stat_log is None:
+            return None
+        from vllm_llm._engine_stat_log import stat_log_interval
+
+        return stat_log_interval()
+
+    async def do_log_stats(self) -> None:
+        """Log vLLM's stats line of each engine for the interval since the last call (AsyncLLM's
+        ``do_log_stats``; a server calls it every `stat_log_interval` seconds)."""
+        if self._stat_log is not None:
+            self._stat_log.log()
+
+    @property
     def engine_indexes(self) -> list[int]:
         """The engine indexes (data-parallel ranks) this client manages: vLLM's ``engine`` label values."""
         ranks = getattr(self._client, "engine_ranks_managed", None) if self._client is not None else None
@@ -377,6 +405,8 @@ class EngineCoreLlm(Llm):
     async def _output_loop(self) -> None:
         client = self._client
         stats = self._stats
+        stat_log = self._stat_log
+        count_nans = self._count_nans
         try:
             while True:
                 outputs = await client.get_output_async()
@@ -386,6 +416,8 @@ class EngineCoreLlm(Llm):
                 timestamp = outputs.timestamp
                 iteration_tokens = 0
                 preemptions = 0
+                # vLLM's IterationStats of the batch, for its stats log only (what that log reads).
+                iteration = stat_log.iteration() if stat_log is not None and outputs.outputs else None
                 for o in outputs.outputs:
                     if o.mm_cache_miss_hashes and self._lowering is not None:
                         self._lowering.multimodal.invalidate(o.mm_cache_miss_hashes)
@@ -399,10 +431,16 @@ class EngineCoreLlm(Llm):
                         if not clock.seen and prefill is not None:
                             stats.prefill(engine, prefill)
                             iteration_tokens += prefill.num_computed_tokens
+                            if iteration is not None:
+                                iteration.prompt_token_stats.update_from_output(prefill)
                         iteration_tokens += len(o.new_token_ids)
                         preemptions += clock.update(o, timestamp)
                         if o.events and state.lora_name is not None:
                             stats.lora_events(o.request_id, state.lora_name, o.events)
+                        if count_nans and o.num_nans_in_logits > 0:
+                            clock.corrupted = True
+                        if iteration is not None and clock.corrupted and o.finish_reason is not None:
+                            iteration.num_corrupted_reqs += 1
                     out = state.convert(o)
                     if out is None:
                         continue
@@ -415,6 +453,14 @@ class EngineCoreLlm(Llm):
                     observer = stats.iteration_observer
                     if observer is not None:
                         observer(engine, iteration_tokens)
+                if stat_log is not None:
+                    if iteration is not None:
+                        prompt_computed = iteration.prompt_token_stats.computed
+                        iteration.num_generation_tokens = iteration_tokens - prompt_computed
+                        iteration.num_preempted_reqs = preemptions
+                    assert self._lowering is not None
+                    mm_cache = self._lowering.multimodal.take_request_stats()
+                    stat_log.record(engine, outputs.scheduler_stats, iteration, mm_cache)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:

@@ -204,13 +204,17 @@ class Server:
             freeze_heap()  # start-up is done: the engine client, tokenizer and layers exist
         if self.config.server.keep_off_engine_cpus:
             keep_off_engine_cpus()  # the engine's workers bound their threads while it started
-        refresher = asyncio.create_task(_follow_adapters(state)) if engine is None else None
+        background = []
+        if engine is None:
+            background.append(asyncio.create_task(_follow_adapters(state)))
+        elif (interval := engine.stat_log_interval) is not None:
+            background.append(asyncio.create_task(_log_stats(engine, interval), name="stats log"))
         try:
             async for _ in readiness:
                 state.update_readiness()
         finally:
-            if refresher is not None:
-                refresher.cancel()
+            for task in background:
+                task.cancel()
 
     async def _load_static_loras(self, state: ServerState, engine: EngineCoreLlm) -> None:
         cfg = self.config.engine_core
@@ -277,6 +281,14 @@ def _start_tracing(endpoint: str | None) -> Tracing | None:
 
 #: How often a router re-reads its workers' LoRA adapters in the background (seconds).
 ADAPTER_REFRESH_INTERVAL = 10.0
+
+
+async def _log_stats(engine: EngineCoreLlm, interval: float) -> None:
+    """vLLM's stats line every `interval` seconds, as vLLM's API server logs it with stats on (`_force_log`
+    in its lifespan: "Engine 000: Avg prompt throughput: ..."; at DEBUG while the engine idles)."""
+    while True:
+        await asyncio.sleep(interval)
+        await engine.do_log_stats()
 
 
 async def _follow_adapters(state: ServerState) -> None:
