@@ -10,7 +10,6 @@ sets the interval to 2 s for the session).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import random
@@ -20,7 +19,7 @@ from openai import AsyncOpenAI
 
 from tests.llm.harness import collect
 from tests.support.servers import RunningServer
-from tests.support.stat_log import figures, stat_lines
+from tests.support.stat_log import figures, next_record, stat_lines
 from vllm_llm import EngineCoreLlm
 from vllm_llm.wire import GenerateRequest, SamplingParams
 
@@ -63,7 +62,6 @@ async def test_the_stats_line_counts_the_tokens_the_engine_computed_and_generate
 
 
 async def test_the_worker_logs_the_line_every_interval_while_it_serves(worker: RunningServer) -> None:
-    loop = asyncio.get_running_loop()
     with stat_lines(logging.INFO) as kept:
         started = time.time()
         async with AsyncOpenAI(base_url=f"{worker.base_url}/v1", api_key="unused", max_retries=0) as client:
@@ -71,14 +69,8 @@ async def test_the_worker_logs_the_line_every_interval_while_it_serves(worker: R
                 model="tiny", prompt="the stats line", max_tokens=16, extra_body={"ignore_eos": True}
             )
         assert completion.usage is not None and completion.usage.completion_tokens == 16
-        done = time.time()
         # No call of ours: the worker's own task logs a line every interval, at INFO while busy.
-        after: asyncio.Future[logging.LogRecord] = loop.create_future()
-        kept.waiter = (loop, after)
-        for record in kept.records:
-            if record.created > done and not after.done():
-                after.set_result(record)
-        await asyncio.wait_for(after, 30)
+        await next_record(kept, time.time())
     # The lines from the request's start to the first after its end cover the tokens it generated.
     lines = [r for r in kept.records if r.created >= started]
     assert any(figures(line)[1] > 0 for line in lines), [r.getMessage() for r in lines]

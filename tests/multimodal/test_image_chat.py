@@ -13,9 +13,11 @@ import base64
 import http.server
 import io
 import json
+import logging
 import re
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from PIL import Image
 
 from tests.multimodal.conftest import LIMIT
 from tests.support.servers import RunningServer
+from tests.support.stat_log import ServerLines, next_record, stat_lines, template
 from vllm_frontend_testing.processes import ServerProcess
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -155,6 +158,23 @@ async def test_a_repeated_image_hits_the_worker_cache_as_it_hits_vllms(
         after = await _mm_cache(base)
         deltas.append((after[0] - before[0], after[1] - before[1]))
     assert deltas[1] == deltas[0] == (2.0, 1.0)  # two lookups, the second a hit: no tensor crossed
+
+
+async def test_the_stats_line_carries_the_multimodal_cache_hit_rate_as_vllms(
+    llava_vllm: ServerProcess, llava_worker: RunningServer, llava_router: RunningServer
+) -> None:
+    # Each server logs vLLM's stats line every 2 s (tests/conftest.py); with images through its cache it
+    # ends in "MM cache hit rate: ...%", the cache's per-request figures since it started.
+    messages = image_message(data_url(png(4321)))
+    theirs_printed = ServerLines(llava_vllm)
+    with stat_lines(logging.INFO) as kept:
+        for via in (llava_vllm.base_url, llava_router.base_url):
+            assert await chat(via, messages) == await chat(via, messages)
+        done = time.time()
+        theirs = await theirs_printed.wait(lambda line: "MM cache hit rate" in line)
+        # The session's text-only worker logs through the same logger: its lines have no such part.
+        ours = await next_record(kept, done, lambda record: "MM cache hit rate" in record.getMessage())
+    assert template(ours.getMessage()) == template(theirs)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
