@@ -458,6 +458,7 @@ async def run_http(
     ours = measured["worker alone"]
     if b3:
         deployed = measured["vLLM as deployed"]
+        placed_measured = measured.get("vLLM placed like ours")  # None when there is no placed arm
         b3_result = http_result(ours, deployed, plan)
         b3_result.notes += [
             f"load generator beside ours: {ours_placement}",
@@ -466,34 +467,28 @@ async def run_http(
             "every server ran for the whole measurement, the arms alternating load by load",
         ]
         vllm_arms_measured = {"ours": ours, "vLLM as deployed": deployed}
-        if placed is not None:
-            vllm_arms_measured["vLLM placed like ours"] = measured["vLLM placed like ours"]
+        if placed_measured is not None:
+            vllm_arms_measured["vLLM placed like ours"] = placed_measured
         b3_result.targets.append(failure_target("B3", vllm_arms_measured))
         results.append(b3_result)
-        if placed is not None:
-            fair = http_result(ours, measured["vLLM placed like ours"], plan, placed=True)
+        if placed_measured is not None:
+            fair = http_result(ours, placed_measured, plan, placed=True)
             fair.notes += [
                 f"vLLM placed like ours: {placed_where}",
-                *gain_notes(ours, measured["vLLM placed like ours"], deployed),
+                *gain_notes(ours, placed_measured, deployed),
             ]
             results.append(fair)
-        vllm_cpu = measured["vLLM placed like ours" if placed is not None else "vLLM as deployed"]
         results.append(
             cpu_result(
                 ours,
                 measured.get("our router"),
-                vllm_cpu,
-                "placed like ours" if placed is not None else "as deployed",
+                placed_measured if placed_measured is not None else deployed,
+                "placed like ours" if placed_measured is not None else "as deployed",
             )
         )
         results.append(
             engine_alone_result(
-                measured["engine alone"],
-                ours,
-                deployed,
-                plan,
-                ours_placement,
-                measured["vLLM placed like ours"] if placed is not None else None,
+                measured["engine alone"], ours, deployed, plan, ours_placement, placed_measured
             )
         )
     if b4:

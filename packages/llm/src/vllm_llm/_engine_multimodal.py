@@ -47,7 +47,7 @@ class MultiModalLowering:
         self._supported: set[str] = set()
         #: Per-request cache figures for vLLM's stats log since it last took them (`record_requests`).
         self._request_stats: MultiModalCacheStats | None = None
-        #: Cache figures taken per request for that log and not yet by `cache_stats`.
+        #: Cache figures since `cache_stats` last took them (taken from the cache after each request).
         self._untaken = CacheInfo(hits=0, total=0)
         if self._multimodal:
             info = MULTIMODAL_REGISTRY.create_processor(model).info
@@ -117,9 +117,8 @@ class MultiModalLowering:
         """The sender cache's counters since the last call (vLLM's CacheInfo), or None without a cache."""
         if self._cache is None:
             return None
-        delta = self._cache.make_stats(delta=True)
         untaken, self._untaken = self._untaken, CacheInfo(hits=0, total=0)
-        return CacheInfo(hits=delta.hits + untaken.hits, total=delta.total + untaken.total)
+        return untaken
 
     def record_requests(self) -> None:
         """From now on count each request's cache lookups as one request, for vLLM's stats log (as vLLM's
@@ -136,13 +135,14 @@ class MultiModalLowering:
         return stats
 
     def _record_request(self) -> None:
-        stats = self._request_stats
-        if stats is None or self._cache is None:
+        """Take the cache's figures of the request just lowered (the only lookups that count)."""
+        if self._cache is None:
             return
         delta = self._cache.make_stats(delta=True)
-        stats.record(delta.total, delta.hits)
         untaken = self._untaken
         self._untaken = CacheInfo(hits=untaken.hits + delta.hits, total=untaken.total + delta.total)
+        if self._request_stats is not None:
+            self._request_stats.record(delta.total, delta.hits)
 
     def _is_cached(self, feature: MultiModalFeature) -> bool:
         return self._cache is not None and self._cache.is_cached_item(self._hash(feature))
