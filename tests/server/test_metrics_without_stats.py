@@ -11,7 +11,6 @@ flag runs beside our worker here, on the same request, as the oracle.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,8 +21,8 @@ from openai import AsyncOpenAI
 
 from tests.support.metrics import families, sample
 from tests.support.servers import start_server
-from vllm_frontend_testing.processes import Frontend, ServerProcess, free_port
-from vllm_frontend_testing.processes import start_server as start_process
+from tests.support.vllm_server import start_vllm_server
+from vllm_frontend_testing.processes import Frontend, ServerProcess
 from vllm_remote_llm import RemoteLlm
 from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource
@@ -48,15 +47,10 @@ async def quiet_vllm(
     quiet_worker: Frontend, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[ServerProcess]:
     """vLLM's own server with the same flags, started once our worker is up (one engine starting at once)."""
-    port = free_port()
-    argv = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model_dir),
-        "--dtype", "float32", "--max-model-len", "512", "--served-model-name", "tiny", "--enforce-eager",
-        "--disable-log-stats", "--host", "127.0.0.1", "--port", str(port),
-    ]  # fmt: skip
-    log = tmp_path_factory.mktemp("quiet_vllm") / "server.log"
-    server = await start_process(
-        "vLLM's server", argv, http_port=port, ready_path="/health", log_path=log, within=900
+    server = await start_vllm_server(
+        tiny_model_dir,
+        *("--dtype", "float32", "--max-model-len", "512", "--enforce-eager", "--disable-log-stats"),
+        log_dir=tmp_path_factory.mktemp("quiet_vllm"),
     )
     try:
         yield server

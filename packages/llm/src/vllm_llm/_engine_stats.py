@@ -39,6 +39,9 @@ class EngineCounters:
     prompt_tokens_cached_by_source: dict[str, int] = field(default_factory=dict)
     #: vllm:num_preemptions.
     num_preemptions: int = 0
+    #: vllm:corrupted_requests: finished requests whose logits held a NaN at some step (counted only
+    #: while the engine counts them, ``VLLM_COMPUTE_NANS_IN_LOGITS``).
+    corrupted_requests: int = 0
 
 
 class EngineStats:

@@ -295,6 +295,12 @@ class EngineCoreLlm(Llm):
         return self.settings.log_stats
 
     @property
+    def counts_nans(self) -> bool:
+        """Whether the engines count NaNs in logits and this counts the requests that met one (stats on and
+        ``VLLM_COMPUTE_NANS_IN_LOGITS``: vLLM's ``vllm:corrupted_requests``); known once started."""
+        return self._count_nans
+
+    @property
     def stat_log_interval(self) -> float | None:
         """Seconds between two `do_log_stats` calls as vLLM's server makes them (``VLLM_LOG_STATS_INTERVAL``),
         or None when there is nothing to log: stats off, or vLLM's stat-logging logger below INFO (then
@@ -439,8 +445,10 @@ class EngineCoreLlm(Llm):
                             stats.lora_events(o.request_id, state.lora_name, o.events)
                         if count_nans and o.num_nans_in_logits > 0:
                             clock.corrupted = True
-                        if iteration is not None and clock.corrupted and o.finish_reason is not None:
-                            iteration.num_corrupted_reqs += 1
+                        if clock.corrupted and o.finish_reason is not None:  # once, when it finishes
+                            stats.engine(engine).corrupted_requests += 1
+                            if iteration is not None:
+                                iteration.num_corrupted_reqs += 1
                     out = state.convert(o)
                     if out is None:
                         continue

@@ -529,6 +529,12 @@ class _EngineCollector(Collector):
             "Cumulative number of preemption from the engine.",
             lambda c: c.num_preemptions,
         )
+        if engine.counts_nans:
+            yield counter(
+                "vllm:corrupted_requests",
+                "Corrupted requests, in terms of total number of requests with NaNs in logits.",
+                lambda c: c.corrupted_requests,
+            )
         by_source = CounterMetricFamily(
             "vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", labels=[*labels, "source"]
         )

@@ -476,6 +476,38 @@ def build_tiny_lora(model_dir: str | os.PathLike[str], *, seed: int = 1, rank: i
     return _build_once(target, build)
 
 
+#: The token whose logit is NaN at every step of the tiny NaN model (`build_tiny_nan_model`).
+NAN_TOKEN_ID = 7
+
+
+def build_tiny_nan_model(model_dir: str | os.PathLike[str]) -> pathlib.Path:
+    """Build (once) a copy of the tiny model whose output row of `NAN_TOKEN_ID` is NaN, beside it: every
+    step's logits hold exactly one NaN per request (what ``VLLM_COMPUTE_NANS_IN_LOGITS`` counts), and
+    greedy decoding picks that token (argmax takes NaN as the largest). The rest is the tiny model's."""
+    model = pathlib.Path(model_dir).expanduser().absolute()
+    target = model.parent / f"{model.name}-nan-{NAN_TOKEN_ID}"
+
+    def build(out: pathlib.Path) -> None:
+        from safetensors.torch import load_file, save_file
+
+        for item in model.iterdir():
+            if item.name != _MARKER and item.is_file() and item.suffix != ".safetensors":
+                shutil.copyfile(item, out / item.name)
+        found = False
+        for weights in model.glob("*.safetensors"):
+            tensors = load_file(str(weights))
+            head = tensors.get("lm_head.weight")
+            if head is not None:
+                head[NAN_TOKEN_ID] = float("nan")
+                found = True
+            save_file(tensors, str(out / weights.name), metadata={"format": "pt"})
+        if not found:
+            raise RuntimeError(f"{model}: no lm_head.weight to poison (tied embeddings?)")
+        (out / _MARKER).write_text(_BUILD_VERSION, encoding="utf-8")
+
+    return _build_once(target, build)
+
+
 #: The image placeholder of the tiny LLaVA model (one added special token, after the tiny vocabulary).
 IMAGE_TOKEN = "<image>"
 _LLAVA_BUILD_VERSION = "tiny-llava-v1"
