@@ -15,7 +15,7 @@ import pytest_asyncio
 
 from tests.support.engine import TINY_MAX_MODEL_LEN
 from tests.support.servers import RunningServer
-from tests.support.vllm_server import STOP_GRACE, start_vllm_server
+from tests.support.vllm_server import vllm_server as running_vllm_server
 from vllm_frontend_testing.processes import ServerProcess
 
 
@@ -24,7 +24,7 @@ async def vllm_server(
     worker: RunningServer, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[ServerProcess]:
     """vLLM's server, launched once our worker is ready (two engines starting at once starve 2 cores)."""
-    server = await start_vllm_server(
+    async with running_vllm_server(
         tiny_model_dir,
         *("--dtype", "float32", "--max-model-len", str(TINY_MAX_MODEL_LEN), "--seed", "0"),
         # As the session worker's engine (tests/conftest.py `worker`): LoRA slots change the model's
@@ -33,11 +33,8 @@ async def vllm_server(
         # As the session worker's chat layer: hermes tool calls.
         *("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
         log_dir=tmp_path_factory.mktemp("vllm_server"),
-    )
-    try:
+    ) as server:
         yield server
-    finally:
-        await server.stop(STOP_GRACE)
 
 
 @dataclass

@@ -22,7 +22,7 @@ import pytest_asyncio
 
 from tests.support.metrics import families, sample
 from tests.support.stat_log import ServerLines, template
-from tests.support.vllm_server import start_vllm_server
+from tests.support.vllm_server import vllm_server, worker_process
 from vllm_frontend_testing.processes import Frontend, ServerProcess
 from vllm_frontend_testing.tiny_model import NAN_TOKEN_ID, build_tiny_nan_model
 
@@ -45,15 +45,11 @@ def nan_model_dir(tiny_model_dir: Path) -> Path:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def nan_worker(nan_model_dir: Path) -> AsyncIterator[Frontend]:
     """Our worker over the NaN model, NaNs counted (its own process: the flag is read at start)."""
-    front = await Frontend.start(
+    async with worker_process(
         "--model", str(nan_model_dir), "--dtype", "float32", "--max-model-len", "512",
         "--served-model-name", "tiny", "--grpc-port", "-1", env=ENV,
-    )  # fmt: skip
-    try:
-        await front.wait_serving()
+    ) as front:  # fmt: skip
         yield front
-    finally:
-        await front.stop(30)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -61,16 +57,13 @@ async def nan_vllm(
     nan_worker: Frontend, nan_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[ServerProcess]:
     """vLLM's server over the same model and environment, started once our worker is up."""
-    server = await start_vllm_server(
+    async with vllm_server(
         nan_model_dir,
         *("--dtype", "float32", "--max-model-len", "512", "--enforce-eager"),
         log_dir=tmp_path_factory.mktemp("nan_vllm"),
         env=ENV,
-    )
-    try:
+    ) as server:
         yield server
-    finally:
-        await server.stop(30)
 
 
 async def _serve(base_url: str) -> tuple[str, list[list[int]]]:

@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from tests.support.engine import TINY_MAX_MODEL_LEN
 from tests.support.servers import RunningServer, start_server
-from tests.support.vllm_server import STOP_GRACE, start_vllm_server
+from tests.support.vllm_server import vllm_server
 from vllm_frontend_testing.processes import ServerProcess
 
 #: Media limits of the servers under test (vLLM's flags): two images per prompt.
@@ -77,7 +77,7 @@ async def llava_vllm(
     """vLLM's own server over the tiny LLaVA, launched once our worker is ready."""
     from vllm_llm._vision_compat import child_environment
 
-    server = await start_vllm_server(
+    async with vllm_server(
         llava_dir,
         *("--dtype", "float32", "--max-model-len", str(TINY_MAX_MODEL_LEN), "--seed", "0"),
         *("--limit-mm-per-prompt", f'{{"image": {LIMIT}}}', "--allowed-local-media-path", str(media_dir)),
@@ -85,11 +85,8 @@ async def llava_vllm(
         name="vLLM's LLaVA server",
         log_dir=tmp_path_factory.mktemp("vllm_llava"),
         env=child_environment(),
-    )
-    try:
+    ) as server:
         yield server
-    finally:
-        await server.stop(STOP_GRACE)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

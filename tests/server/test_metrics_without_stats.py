@@ -21,7 +21,7 @@ from openai import AsyncOpenAI
 
 from tests.support.metrics import families, sample
 from tests.support.servers import start_server
-from tests.support.vllm_server import start_vllm_server
+from tests.support.vllm_server import vllm_server, worker_process
 from vllm_frontend_testing.processes import Frontend, ServerProcess
 from vllm_remote_llm import RemoteLlm
 from vllm_server.config import ServerConfig
@@ -31,15 +31,11 @@ from vllm_server.source import LlmSource
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def quiet_worker(tiny_model_dir: Path) -> AsyncIterator[Frontend]:
     """A worker over its own engine core, started with `--disable-log-stats`."""
-    front = await Frontend.start(
+    async with worker_process(
         "--model", str(tiny_model_dir), "--dtype", "float32", "--max-model-len", "512",
         "--served-model-name", "tiny", "--grpc-port", "0", "--disable-log-stats",
-    )  # fmt: skip
-    try:
-        await front.wait_serving()
+    ) as front:  # fmt: skip
         yield front
-    finally:
-        await front.stop(30)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -47,15 +43,12 @@ async def quiet_vllm(
     quiet_worker: Frontend, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[ServerProcess]:
     """vLLM's own server with the same flags, started once our worker is up (one engine starting at once)."""
-    server = await start_vllm_server(
+    async with vllm_server(
         tiny_model_dir,
         *("--dtype", "float32", "--max-model-len", "512", "--enforce-eager", "--disable-log-stats"),
         log_dir=tmp_path_factory.mktemp("quiet_vllm"),
-    )
-    try:
+    ) as server:
         yield server
-    finally:
-        await server.stop(30)
 
 
 async def _chat_then_metrics(base_url: str) -> str:
