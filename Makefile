@@ -33,9 +33,15 @@ $(STAMP): pyproject.toml uv.lock codegen/pyproject.toml $(wildcard packages/*/py
 	$(UV) sync --all-packages --group dev --locked
 	@touch $@
 
+# The tiny Llama as `tiny` and a tiny LoRA adapter of it as `sql`, each built once (the directory printed by
+# `python -m vllm_frontend_testing.tiny_model [--lora]`). --enforce-eager: the model runs eagerly, as the
+# tests' workers run it (vLLM's default compiles it at start-up).
 serve: setup
-	$(BIN)/vllm-frontend serve --model "$$($(BIN)/python -m vllm_frontend_testing.tiny_model)" \
-	  --served-model-name tiny --dtype float32 --max-model-len 512 --host 127.0.0.1 --port 8000 --grpc-port 50051
+	@model=$$($(BIN)/python -m vllm_frontend_testing.tiny_model) && \
+	sql=$$($(BIN)/python -m vllm_frontend_testing.tiny_model --lora) && \
+	set -x && exec $(BIN)/vllm-frontend serve --model "$$model" --served-model-name tiny --enforce-eager \
+	  --dtype float32 --max-model-len 512 --enable-lora --lora-modules sql="$$sql" \
+	  --host 127.0.0.1 --port 8000 --grpc-port 50051
 
 # The benchmarks (about 12 min; QUICK=1 for about 3 min), printed side by side with their baselines.
 bench: setup

@@ -1,7 +1,15 @@
-"""Build a tiny random-weight Llama model with a locally trained tokenizer, cached on disk."""
+"""Build a tiny random-weight Llama model with a locally trained tokenizer, cached on disk.
+
+As a command, it builds one model (once) and prints its directory, so that a shell can take it whole:
+
+    M=$(python -m vllm_frontend_testing.tiny_model)                # the tiny Llama
+    LLAVA=$(python -m vllm_frontend_testing.tiny_model --llava)    # the tiny LLaVA, beside it
+    SQL=$(python -m vllm_frontend_testing.tiny_model --lora)       # a tiny LoRA adapter of the tiny Llama
+"""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -10,8 +18,9 @@ import pathlib
 import random
 import re
 import shutil
+import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 __all__ = [
@@ -25,6 +34,7 @@ __all__ = [
     "build_tiny_llava",
     "build_tiny_lora",
     "build_tiny_model",
+    "main",
 ]
 
 #: Environment variable that overrides the default cache directory.
@@ -624,6 +634,36 @@ def build_tiny_llava(cache_dir: str | os.PathLike[str] | None = None) -> pathlib
     return _build_once(target, lambda out: _build_llava(out, text_model), _LLAVA_BUILD_VERSION)
 
 
+def main(argv: Sequence[str] | None = None) -> None:
+    """Build (once) the model the flags name and print its directory: one line, nothing else on stdout."""
+    parser = argparse.ArgumentParser(
+        prog="python -m vllm_frontend_testing.tiny_model",
+        description="Build (once, cached on disk) a tiny random-weight model and print its directory. "
+        "Without a flag: the tiny Llama with its own tokenizer.",
+    )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--llava", action="store_true", help="the tiny LLaVA (images and text), beside the Llama"
+    )
+    which.add_argument(
+        "--lora", action="store_true", help="a tiny PEFT LoRA adapter of the tiny Llama, beside it"
+    )
+    parser.add_argument(
+        "--cache-dir",
+        help=f"the tiny Llama's directory (default: ${ENV_VAR}, else {DEFAULT_CACHE_DIR}); "
+        "the others are built beside it",
+    )
+    args = parser.parse_args(argv)
+    # Whatever a build prints goes to stderr: stdout carries the directory alone.
+    with contextlib.redirect_stdout(sys.stderr):
+        if args.llava:
+            built = build_tiny_llava(args.cache_dir)
+        elif args.lora:
+            built = build_tiny_lora(build_tiny_model(args.cache_dir))
+        else:
+            built = build_tiny_model(args.cache_dir)
+    print(built)
+
+
 if __name__ == "__main__":
-    print(build_tiny_model())
-    print(build_tiny_llava())
+    main()
