@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from vllm_server.cli import _parser, frontend_config
+from vllm_server.cli import main, serve_config
 
 
 class _NotInstalled:
@@ -36,12 +36,12 @@ def test_the_server_cli_loads_neither_the_bench_nor_the_testing_package() -> Non
 
 def test_vllm_frontend_no_longer_offers_bench(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        _parser().parse_args(["bench", "--quick"])
+        main(["bench", "--quick"])
     assert "invalid choice: 'bench'" in capsys.readouterr().err
 
 
 def test_mock_without_tokenizer_serves_the_tiny_models(tiny_model_dir: Path) -> None:
-    config = frontend_config(_parser().parse_args(["serve", "--mock"]))
+    config = serve_config(["--mock"])
     assert config.server.tokenizer == str(tiny_model_dir)
 
 
@@ -51,6 +51,6 @@ def test_mock_without_tokenizer_or_testing_package_asks_for_one(monkeypatch: pyt
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.setattr(sys, "meta_path", [_NotInstalled("vllm_frontend_testing"), *sys.meta_path])
     with pytest.raises(SystemExit, match="pass --tokenizer DIR"):
-        frontend_config(_parser().parse_args(["serve", "--mock"]))
-    given = frontend_config(_parser().parse_args(["serve", "--mock", "--tokenizer", "/models/tok"]))
+        serve_config(["--mock"])
+    given = serve_config(["--mock", "--tokenizer", "/models/tok"])
     assert given.server.tokenizer == "/models/tok"

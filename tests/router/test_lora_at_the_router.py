@@ -17,8 +17,7 @@ from tests.support.engine_recorder import EngineRecorder
 from tests.support.servers import RunningServer, start_server
 from vllm_frontend_testing.tiny_model import build_tiny_lora
 from vllm_remote_llm import RemoteLlm
-from vllm_server import state as server_state
-from vllm_server.cli import _parser, frontend_config
+from vllm_server.cli import serve_config
 from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource
 
@@ -53,9 +52,7 @@ async def test_the_router_lists_serves_and_follows_the_workers_adapters(
     router: RunningServer,
     tiny_model_dir: Path,
     engine_recorder: EngineRecorder,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(server_state, "ADAPTER_REFRESH_MIN_INTERVAL", 0.0)  # re-read on every ask
     path = str(build_tiny_lora(tiny_model_dir, seed=3))
     async with (
         httpx.AsyncClient(base_url=worker.base_url, timeout=120) as at_worker,
@@ -90,23 +87,25 @@ async def test_the_router_lists_serves_and_follows_the_workers_adapters(
         assert gone.status_code == 404, gone.text
 
 
-@pytest.mark.parametrize(
-    "flags",
-    [
-        ["--lora-modules", "a=/loras/a"],
-        ["--enable-lora"],
-        ["--enable-runtime-lora"],
-        ["--max-loras", "4"],
-        ["--max-lora-rank", "64"],
-    ],
-)
-def test_a_router_refuses_the_engines_adapter_flags(flags: list[str]) -> None:
-    args = ["serve", "--remote", "127.0.0.1:1", *flags]
+@pytest.mark.parametrize("flags", [["--lora-modules", "a=/loras/a"], ["--enable-runtime-lora"]])
+def test_a_router_refuses_the_frontends_adapter_flags(flags: list[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
-        frontend_config(_parser().parse_args(args))
+        serve_config(["--remote", "127.0.0.1:1", *flags])
     assert flags[0] in str(stopped.value) and "a router serves the adapters its workers serve" in str(
         stopped.value
     )
+
+
+@pytest.mark.parametrize("flags", [["--enable-lora"], ["--max-loras", "4"], ["--max-lora-rank", "64"]])
+def test_a_router_refuses_the_engines_adapter_flags(
+    flags: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's engine flags are not a router's (a usage error, as for any engine flag)."""
+    with pytest.raises(SystemExit) as stopped:
+        serve_config(["--remote", "127.0.0.1:1", *flags])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert f"unrecognized arguments: {' '.join(flags)}" in error and "configure a worker's engine" in error
 
 
 @pytest.mark.parametrize(
@@ -115,20 +114,17 @@ def test_a_router_refuses_the_engines_adapter_flags(flags: list[str]) -> None:
         (["--model", "/m", "--routing", "prefix"], "pick among --remote workers"),
         (["--remote", "127.0.0.1:1", "--prefix-blocks", "8"], "applies to --routing prefix only"),
         (["--model", "/m", "--remote-prefill", "127.0.0.1:1"], "--remote-prefill needs --remote"),
-        (
-            ["--remote", "127.0.0.1:1", "--kv-transfer-config", '{"kv_connector": "NixlConnector"}'],
-            "configures a worker's engine",
-        ),
     ],
 )
 def test_routing_flags_that_would_do_nothing_are_refused(flags: list[str], message: str) -> None:
     with pytest.raises(SystemExit) as stopped:
-        frontend_config(_parser().parse_args(["serve", *flags]))
+        serve_config(flags)
     assert message in str(stopped.value)
 
 
 def test_a_workers_kv_transfer_config_reaches_its_engine() -> None:
     kv = '{"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_buffer_device": "cpu"}'
-    config = frontend_config(_parser().parse_args(["serve", "--model", "/m", "--kv-transfer-config", kv]))
+    config = serve_config(["--model", "/m", "--kv-transfer-config", kv])
     assert config.engine_core is not None
-    assert config.engine_core.settings.engine_args["kv_transfer_config"] == json.loads(kv)
+    transfer = config.engine_core.settings.engine_args["kv_transfer_config"]
+    assert {key: getattr(transfer, key) for key in json.loads(kv)} == json.loads(kv)

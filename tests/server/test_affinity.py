@@ -15,7 +15,7 @@ from pathlib import Path
 
 from vllm_llm import EngineCoreLlm
 from vllm_server.affinity import descendants, engine_bound_cpus
-from vllm_server.cli import _parser, frontend_config
+from vllm_server.cli import serve_config
 from vllm_server.config import ServerConfig
 
 
@@ -102,6 +102,6 @@ def test_nothing_moves_when_the_engine_bound_nothing_or_everything() -> None:
 def test_only_the_cli_moves_its_process() -> None:
     # process-wide, like the heap freeze: an embedded Server leaves it to its host
     assert ServerConfig().keep_off_engine_cpus is False
-    assert frontend_config(_parser().parse_args(["serve", "--mock"])).server.keep_off_engine_cpus is True
-    off = _parser().parse_args(["serve", "--mock", "--frontend-affinity", "off"])
-    assert frontend_config(off).server.keep_off_engine_cpus is False
+    assert serve_config(["--mock"]).server.keep_off_engine_cpus is True
+    off = serve_config(["--mock", "--frontend-affinity", "off"])
+    assert off.server.keep_off_engine_cpus is False

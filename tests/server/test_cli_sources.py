@@ -6,9 +6,11 @@ without a word; a new flag must be classified here before it can ship.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from vllm_server.cli import _parser, frontend_config
+from vllm_server.cli import serve_config, serve_parser
 
 #: Flags every source applies (listeners, auth, the text and chat layers, observability, modes).
 EVERY_SOURCE = {
@@ -25,49 +27,15 @@ EVERY_SOURCE = {
 #: The source flags themselves.
 SOURCES = {"model", "remote", "mock"}
 #: Per flag of one source only: a value other than its default, and the sources it is refused on.
+#: (vLLM's engine flags exist only in a worker's parser: `test_engine_flags.py`.)
 REFUSED: dict[str, tuple[list[str], tuple[str, ...], str]] = {
-    # a worker's engine
-    "dtype": (["--dtype", "float32"], ("remote", "mock"), "configure(s) a worker's engine"),
-    "data_parallel_size": (
-        ["--data-parallel-size", "2"],
-        ("remote", "mock"),
-        "configure(s) a worker's engine",
-    ),
-    "seed": (["--seed", "3"], ("remote", "mock"), "configure(s) a worker's engine"),
-    "enforce_eager": (["--no-enforce-eager"], ("remote", "mock"), "configure(s) a worker's engine"),
-    "max_num_seqs": (["--max-num-seqs", "4"], ("remote", "mock"), "configure(s) a worker's engine"),
-    "max_num_batched_tokens": (
-        ["--max-num-batched-tokens", "64"],
-        ("remote", "mock"),
-        "configure(s) a worker's engine",
-    ),
-    "enable_prefix_caching": (
-        ["--enable-prefix-caching"],
-        ("remote", "mock"),
-        "configure(s) a worker's engine",
-    ),
-    "enable_sleep_mode": (["--enable-sleep-mode"], ("remote", "mock"), "configure(s) a worker's engine"),
-    "structured_outputs_backend": (
-        ["--structured-outputs-backend", "xgrammar"],
-        ("remote", "mock"),
-        "configure(s) a worker's engine",
-    ),
-    "disable_log_stats": (["--disable-log-stats"], ("remote", "mock"), "configure(s) a worker's engine"),
-    "profiler_dir": (["--profiler-dir", "/p"], ("remote", "mock"), "configure(s) a worker's engine"),
-    "kv_transfer_config": (
-        ["--kv-transfer-config", '{"kv_connector": "NixlConnector"}'],
-        ("remote", "mock"),
-        "configures a worker's engine",
-    ),
-    "enable_lora": (["--enable-lora"], ("remote", "mock"), "the LoRA adapters of a worker's engine"),
+    # a worker's LoRA adapters
     "enable_runtime_lora": (["--enable-runtime-lora"], ("remote", "mock"), "the LoRA adapters of a worker"),
     "lora_modules": (
-        ["--lora-modules", "a=/a"],
+        ["--lora-modules", f"a={Path(__file__).parent}"],
         ("remote", "mock"),
         "the LoRA adapters of a worker's engine",
     ),
-    "max_loras": (["--max-loras", "2"], ("remote", "mock"), "the LoRA adapters of a worker's engine"),
-    "max_lora_rank": (["--max-lora-rank", "8"], ("remote", "mock"), "the LoRA adapters of a worker's engine"),
     # a model the server runs itself
     "max_model_len": (["--max-model-len", "64"], ("remote",), "a model this server runs itself"),
     "stream_interval": (["--stream-interval", "4"], ("remote",), "a model this server runs itself"),
@@ -79,12 +47,20 @@ REFUSED: dict[str, tuple[list[str], tuple[str, ...], str]] = {
         "the connection to --remote workers",
     ),
     "remote_ca_certs": (
-        ["--remote-ca-certs", "/ca"],
+        ["--remote-ca-certs", __file__],
         ("model", "mock"),
         "the connection to --remote workers",
     ),
-    "remote_certfile": (["--remote-certfile", "/c"], ("model", "mock"), "the connection to --remote workers"),
-    "remote_keyfile": (["--remote-keyfile", "/k"], ("model", "mock"), "the connection to --remote workers"),
+    "remote_certfile": (
+        ["--remote-certfile", __file__],
+        ("model", "mock"),
+        "the connection to --remote workers",
+    ),
+    "remote_keyfile": (
+        ["--remote-keyfile", __file__],
+        ("model", "mock"),
+        "the connection to --remote workers",
+    ),
     "remote_api_key": (["--remote-api-key", "k"], ("model", "mock"), "the connection to --remote workers"),
     "remote_prefill": (["--remote-prefill", "127.0.0.1:2"], ("model", "mock"), "needs --remote"),
     "remote_mux": (["--remote-mux"], ("model", "mock"), "the connection to --remote workers"),
@@ -100,10 +76,14 @@ SOURCE_ARGS = {
 
 
 def test_every_serve_flag_is_classified() -> None:
-    command = next(a for a in _parser()._actions if a.dest == "command")
-    assert isinstance(command.choices, dict)
-    flags = {a.dest for a in command.choices["serve"]._actions if a.dest != "help"}
+    flags = {a.dest for a in serve_parser(engine=False)._actions if a.dest != "help"}
     assert flags == EVERY_SOURCE | SOURCES | set(REFUSED)
+
+
+def test_a_worker_takes_every_flag_of_the_others() -> None:
+    # ... from vLLM's engine parser where vLLM has the flag (--served-model-name, --tokenizer, ...)
+    flags = {a.dest for a in serve_parser(engine=True)._actions}
+    assert flags >= EVERY_SOURCE | SOURCES | set(REFUSED)
 
 
 CASES = [(flag, source) for flag, (_, refused, _) in REFUSED.items() for source in refused]
@@ -113,7 +93,7 @@ CASES = [(flag, source) for flag, (_, refused, _) in REFUSED.items() for source 
 def test_a_flag_of_another_source_is_refused_saying_why(flag: str, source: str) -> None:
     given, _, why = REFUSED[flag]
     with pytest.raises(SystemExit) as stopped:
-        frontend_config(_parser().parse_args(["serve", *SOURCE_ARGS[source], *given]))
+        serve_config([*SOURCE_ARGS[source], *given])
     message = str(stopped.value)
     named = given[0].removeprefix("--no-")  # a negated boolean is named by its positive form
     assert message.startswith("Error: ") and named.lstrip("-") in message and why in message, message
@@ -130,12 +110,12 @@ ACCEPTED = [
 @pytest.mark.parametrize(("flag", "source"), ACCEPTED, ids=[f"{f}-on-{s}" for f, s in ACCEPTED])
 def test_a_flag_of_its_own_source_is_taken(flag: str, source: str) -> None:
     given, _, _ = REFUSED[flag]
-    frontend_config(_parser().parse_args(["serve", *SOURCE_ARGS[source], *given]))
+    extra = ["--enable-lora"] if source == "model" and flag == "lora_modules" else []
+    serve_config([*SOURCE_ARGS[source], *given, *extra])
 
 
 @pytest.mark.parametrize("picking", [["--routing", "prefix"], ["--outlier-detection"]])
 def test_remote_mux_with_a_flag_that_picks_among_workers_is_refused(picking: list[str]) -> None:
     # One GenerateMux stream goes to one worker: picking among several would silently not happen.
-    args = _parser().parse_args(["serve", *SOURCE_ARGS["remote"], "--remote-mux", *picking])
     with pytest.raises(SystemExit, match="--remote-mux sends every request of a target to one worker"):
-        frontend_config(args)
+        serve_config([*SOURCE_ARGS["remote"], "--remote-mux", *picking])

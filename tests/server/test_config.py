@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from vllm_llm import EngineCoreSettings
-from vllm_server.cli import _parser, frontend_config
+from vllm_server.cli import serve_config
 from vllm_server.config import EngineCoreConfig, LoraModule
 
+#: A directory that exists, for --lora-modules (a local path that does not exist stops the start).
+HERE = str(Path(__file__).parent)
 WORKER_ARGS = [
-    "serve",
     "--model",
     "/models/m",
     "--served-model-name",
@@ -24,17 +25,18 @@ WORKER_ARGS = [
     "secret",
     "--port",
     "0",
+    "--enable-lora",
     "--lora-modules",
-    "a=/loras/a",
-    "--profiler-dir",
-    "/prof",
+    f"a={HERE}",
+    "--profiler-config",
+    '{"profiler": "torch", "torch_profiler_dir": "/prof"}',
     "--dtype",
     "float32",
 ]
 
 
 def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
-    flat = frontend_config(_parser().parse_args(WORKER_ARGS)).flat()
+    flat = serve_config(WORKER_ARGS).flat()
     server: dict[str, object] = {
         "host": "127.0.0.1",
         "port": 0,
@@ -89,44 +91,48 @@ def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
         "max_model_len": None,
         "data_parallel_size": 1,
         "seed": 0,
-        "enforce_eager": True,
+        "enforce_eager": False,  # vLLM's default
         "max_num_seqs": None,
         "max_num_batched_tokens": None,
         "enable_prefix_caching": None,
-        # as given: the adapters of lora_modules enable LoRA in the engine's settings, not here
-        "enable_lora": False,
+        "enable_lora": True,
         "max_loras": 1,
         "max_lora_rank": 16,
-        "lora_modules": [{"name": "a", "path": "/loras/a", "base_model_name": None}],
+        "lora_modules": [{"name": "a", "path": HERE, "base_model_name": None}],
         "enable_sleep_mode": False,
         "enable_prompt_embeds": False,
         "structured_outputs_backend": "auto",
         "log_stats": True,
         "randomize_request_ids": True,
-        "profiler_dir": "/prof",
+        "reasoning_parser": None,
         "stream_interval": 1,
-        "engine_args": {},
     }
+    engine_args = flat.pop("engine_args")  # vLLM's engine flags given a value other than vLLM's default
     assert flat == server | engine
+    assert engine_args["profiler_config"]["torch_profiler_dir"] == "/prof"
 
 
-def test_engine_settings_add_what_the_server_serves() -> None:
+def test_engine_settings_take_the_servers_name_and_nothing_else() -> None:
     modules = tuple(LoraModule(name=f"lora{i}", path=f"/loras/{i}") for i in range(3))
-    given = EngineCoreSettings(model="/models/m", max_loras=2, engine_args={"kv_cache_dtype": "auto"})
-    config = EngineCoreConfig(settings=given, lora_modules=modules, profiler_dir="/prof")
+    given = EngineCoreSettings(
+        model="/models/m", enable_lora=True, max_loras=2, engine_args={"kv_cache_dtype": "auto"}
+    )
+    config = EngineCoreConfig(settings=given, lora_modules=modules)
     settings = config.engine_settings("tiny")
-    assert settings.served_model_name == "tiny"
-    assert (settings.enable_lora, settings.max_loras) == (True, 3)  # every start-up adapter fits
-    assert settings.engine_args == {
-        "kv_cache_dtype": "auto",
-        "profiler_config": {"profiler": "torch", "torch_profiler_dir": "/prof"},
-    }
-    untouched = {"served_model_name", "enable_lora", "max_loras", "engine_args"}
-    for f in dataclasses.fields(given):
-        if f.name not in untouched:
-            assert getattr(settings, f.name) == getattr(given, f.name), f.name
+    assert settings == dataclasses.replace(given, served_model_name="tiny")  # LoRA as given, as under vLLM
     assert config.settings == given  # derived, not mutated
-    assert given.engine_args == {"kv_cache_dtype": "auto"}
+
+
+def test_the_profiler_routes_follow_the_engines_profiler_config() -> None:
+    assert EngineCoreConfig(settings=EngineCoreSettings(model="m")).profiler is None
+    torch_profiler = {"profiler": "torch", "torch_profiler_dir": "/prof"}
+    with_dict = EngineCoreSettings(model="m", engine_args={"profiler_config": torch_profiler})
+    assert EngineCoreConfig(settings=with_dict).profiler == "torch"
+
+
+def test_engine_args_never_repeat_a_named_setting() -> None:
+    with pytest.raises(ValueError, match="engine_args repeats named settings: max_loras"):
+        EngineCoreSettings(model="m", engine_args={"max_loras": 2})
 
 
 def test_engine_settings_without_additions_are_the_settings() -> None:
@@ -139,9 +145,9 @@ def test_engine_settings_without_additions_are_the_settings() -> None:
 def test_a_server_logs_engine_stats_unless_told_not_to() -> None:
     # /metrics reports the engine's running and waiting requests only when the engine logs stats
     assert EngineCoreSettings(model="m").log_stats is True  # vLLM's default: --disable-log-stats unset
-    cli = frontend_config(_parser().parse_args(WORKER_ARGS)).engine_core
+    cli = serve_config(WORKER_ARGS).engine_core
     assert cli is not None and cli.settings.log_stats is True
-    quiet = frontend_config(_parser().parse_args([*WORKER_ARGS, "--disable-log-stats"])).engine_core
+    quiet = serve_config([*WORKER_ARGS, "--disable-log-stats"]).engine_core
     assert quiet is not None and quiet.settings.log_stats is False
 
 
@@ -153,17 +159,17 @@ def test_multimodal_flags_reach_the_chat_layer_and_the_engine(tmp_path: Path) ->
         *("--allowed-local-media-path", str(tmp_path)),
         *("--allowed-media-domains", "a.example", "b.example"),
     ]
-    config = frontend_config(_parser().parse_args(args))
+    config = serve_config(args)
     server = config.server
     assert server.limit_mm_per_prompt == {"image": 2, "video": 0}
     assert server.mm_processor_kwargs == {"do_resize": False}
     assert server.allowed_local_media_path == str(tmp_path.resolve())
     assert server.allowed_media_domains == ("a.example", "b.example")
     assert config.engine_core is not None
-    assert config.engine_core.settings.engine_args == {
-        "limit_mm_per_prompt": {"image": 2, "video": {"count": 0}},
-        "mm_processor_kwargs": {"do_resize": False},
-    }
+    engine_args = config.engine_core.settings.engine_args
+    assert engine_args["limit_mm_per_prompt"] == {"image": 2, "video": {"count": 0}}
+    assert engine_args["mm_processor_kwargs"] == {"do_resize": False}
+    assert engine_args["allowed_media_domains"] == ["a.example", "b.example"]
 
 
 @pytest.mark.parametrize(
@@ -175,5 +181,5 @@ def test_multimodal_flags_reach_the_chat_layer_and_the_engine(tmp_path: Path) ->
 )
 def test_bad_multimodal_flags_stop_the_start(flag: str, value: str, message: str) -> None:
     with pytest.raises(SystemExit) as stopped:
-        frontend_config(_parser().parse_args([*WORKER_ARGS, flag, value]))
+        serve_config([*WORKER_ARGS, flag, value])
     assert message in str(stopped.value)

@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.support.mock import tiny_mock
 from tests.support.servers import start_server
 from vllm_llm.wire import SERVICE_NAME
-from vllm_server.cli import _parser, frontend_config
+from vllm_server.cli import parse_serve_args, serve_config
 from vllm_server.config import ServerConfig
 from vllm_server.runtime import SERVING_GEN0_THRESHOLD, freeze_heap, loop_factory
 from vllm_server.source import LlmSource
@@ -177,9 +177,8 @@ def test_freeze_heap_freezes_what_is_alive_and_spaces_young_collections() -> Non
 def test_only_the_cli_freezes_the_heap() -> None:
     # process-wide, so an embedded Server leaves it to its host; `vllm-frontend serve` owns its process
     assert ServerConfig().freeze_gc_heap is False
-    args = _parser().parse_args(["serve", "--mock"])
-    assert frontend_config(args).server.freeze_gc_heap is True
-    assert args.event_loop == "auto"
+    assert serve_config(["--mock"]).server.freeze_gc_heap is True
+    assert parse_serve_args(["--mock"]).event_loop == "auto"
 
 
 def test_event_loop_choice(monkeypatch: pytest.MonkeyPatch) -> None:

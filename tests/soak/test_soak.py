@@ -66,6 +66,7 @@ async def test_killing_the_engine_process_makes_the_worker_unhealthy(tiny_model_
         "float32",
         "--max-model-len",
         "512",
+        "--enforce-eager",
         "--grpc-port",
         "0",
     )

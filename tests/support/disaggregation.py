@@ -52,7 +52,7 @@ def _nixl_env() -> dict[str, str]:
 
 async def _nixl_worker(model_dir: Path) -> Frontend:
     worker = await Frontend.start(
-        "--model", str(model_dir), "--served-model-name", "tiny", "--grpc-port", "0",
+        "--model", str(model_dir), "--served-model-name", "tiny", "--grpc-port", "0", "--enforce-eager",
         "--kv-transfer-config", NIXL,
         env=_nixl_env(),
     )  # fmt: skip

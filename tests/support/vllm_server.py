@@ -30,10 +30,7 @@ async def vllm_server(
     /health, until the block ends; its output goes to `log_dir`/server.log, its environment is `env`
     (default: this process's)."""
     port = free_port()
-    argv = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-        "--served-model-name", served_model_name, "--host", "127.0.0.1", "--port", str(port), *args,
-    ]  # fmt: skip
+    argv = vllm_argv(model, port, *args, served_model_name=served_model_name)
     server = await start_server(
         name,
         argv,
@@ -47,6 +44,14 @@ async def vllm_server(
         yield server
     finally:
         await server.stop(STOP_GRACE)
+
+
+def vllm_argv(model: Path, port: int, *args: str, served_model_name: str = "tiny") -> list[str]:
+    """The command line of vLLM's server over `model` on loopback `port` with `args` (vLLM's flags)."""
+    return [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+        "--served-model-name", served_model_name, "--host", "127.0.0.1", "--port", str(port), *args,
+    ]  # fmt: skip
 
 
 @asynccontextmanager

@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 
-from vllm_server.cli import ROUTER_PREPARE_PER_TURN, _parser, frontend_config
+from vllm_server.cli import ROUTER_PREPARE_PER_TURN, parse_serve_args, serve_config
 from vllm_server.http.admission import Admission
 from vllm_server.http.direct import DirectRoutes
 
@@ -163,10 +163,10 @@ async def test_a_direct_route_waits_for_its_turn() -> None:
     ],
 )
 def test_the_flag_and_its_default_per_source(argv: list[str], per_turn: int) -> None:
-    assert frontend_config(_parser().parse_args(["serve", *argv])).server.prepare_per_turn == per_turn
+    assert serve_config([*argv]).server.prepare_per_turn == per_turn
 
 
 def test_a_negative_quota_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        _parser().parse_args(["serve", "--mock", "--prepare-per-turn", "-1"])
+        parse_serve_args(["--mock", "--prepare-per-turn", "-1"])
     assert "must be an integer >= 0" in capsys.readouterr().err

@@ -67,10 +67,9 @@ from vllm_server.affinity import pin
 logger = logging.getLogger(__name__)
 
 MODEL_NAME = "tiny"
-ENGINE_FLAGS = ("--dtype", "float32", "--max-model-len", "512", "--disable-log-stats")
-#: `vllm-frontend serve --model` always runs the engine eager (EngineCoreConfig.enforce_eager defaults to
-#: True and has no flag); vLLM's server compiles by default, so it is told to run eager too.
-VLLM_ONLY_FLAGS = ("--enforce-eager", "--disable-uvicorn-access-log", "--uvicorn-log-level", "warning")
+#: vLLM's engine flags, the same for both servers (each compiles by default: both run eager here).
+ENGINE_FLAGS = ("--dtype", "float32", "--max-model-len", "512", "--disable-log-stats", "--enforce-eager")
+VLLM_ONLY_FLAGS = ("--disable-uvicorn-access-log", "--uvicorn-log-level", "warning")
 #: The levels whose targets count.
 TARGET_LEVELS = (32, 128)
 #: B3's targets (output tok/s at the target levels): ours over vLLM's server as deployed, and over

@@ -104,7 +104,6 @@ class EngineCoreLlm(Llm):
 
     def _build(self) -> tuple[Any, Any, Any, LlmInfo]:
         from vllm.tokenizers import cached_tokenizer_from_config
-        from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.core_client import EngineCoreClient
         from vllm.v1.executor.abstract import Executor
 
@@ -112,7 +111,7 @@ class EngineCoreLlm(Llm):
         from vllm_llm._vision_compat import install_for_children
 
         install_for_children()  # vLLM's vision models import a torchvision-only module (see there)
-        vllm_config = self.settings.async_engine_args().create_engine_config(UsageContext.ENGINE_CONTEXT)
+        vllm_config = self.settings.engine_config()
         executor_class = Executor.get_class(vllm_config)
         client = EngineCoreClient.make_async_mp_client(vllm_config, executor_class, self.settings.log_stats)
         tokenizer = cached_tokenizer_from_config(vllm_config.model_config)

@@ -14,11 +14,11 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from vllm_llm import EngineCoreSettings, ParserOptions
+from vllm_llm import ParserOptions
 from vllm_llm.parsers import REASONING_PARSERS, TOOL_PARSERS
-from vllm_server import runtime
+from vllm_server import engine_flags, runtime
 from vllm_server.config import EngineCoreConfig, FrontendConfig, LoraModule, ServerConfig
 
 #: `--prepare-per-turn` of a router (`--remote`): new requests whose handlers start per event-loop turn.
@@ -26,26 +26,88 @@ ROUTER_PREPARE_PER_TURN = 4
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
-    args = _parser().parse_args(argv)
+    """Run the CLI; returns the exit code (1 with the cause on stderr when the server cannot start)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["serve"]:
+        _commands().parse_args(argv)  # help, or an error naming the commands
+        return 2
+    args = parse_serve_args(argv[1:])
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=(args.log_level or "info").upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    return int(args.func(args))
+    return _serve(args)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _commands() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vllm-frontend", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(required=True, dest="command")
-    serve = sub.add_parser("serve", help="serve the HTTP API and the internal gRPC service")
-    source = serve.add_mutually_exclusive_group(required=True)
+    sub.add_parser("serve", help="serve the HTTP API and the gRPC services (vllm-frontend serve --help)")
+    return parser
+
+
+def parse_serve_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse `vllm-frontend serve` arguments (those after `serve`).
+
+    A worker (`--model`) parses with vLLM's engine flags (`engine_flags`); a router or the mock without
+    them, and without importing vLLM. `--help` lists them wherever vLLM is installed.
+    """
+    argv = list(argv)
+    worker = any(a == "--model" or a.startswith("--model=") for a in argv)
+    helping = any(a in ("-h", "--help") or a.startswith("--help=") for a in argv)
+    sources = any(a.split("=", 1)[0] in ("--remote", "--mock") for a in argv)
+    engine = worker or (helping and not sources and engine_flags.vllm_installed())
+    args = serve_parser(engine=engine).parse_args(argv)
+    if args.model is not None and not engine:  # --model given some other way (an abbreviation)
+        args = serve_parser(engine=True).parse_args(argv)
+    return args
+
+
+def serve_parser(*, engine: bool) -> argparse.ArgumentParser:
+    """The `serve` parser: with vLLM's engine flags for a worker (`engine`), without for the others."""
+    if engine and not engine_flags.vllm_installed():
+        raise SystemExit(
+            "Error: --model serves a vLLM engine core, and vLLM is not installed in this environment "
+            "(install vllm-llm[engine], or serve workers elsewhere with --remote)"
+        )
+    parser_class = engine_flags.parser_class() if engine else _RouterParser
+    parser = parser_class(
+        prog="vllm-frontend serve",
+        description="Serve the HTTP API and the gRPC services over a vLLM engine core (--model), workers "
+        "(--remote) or a MockLlm (--mock). A worker takes every flag of vLLM's engine argument parser "
+        + ("(listed below)." if engine else "(listed by --help where vLLM is installed)."),
+    )
+    for add in _FLAG_GROUPS:
+        add(parser)
+    if engine:
+        engine_flags.add_engine_flags(parser)
+    else:
+        _shared_engine_flags(parser)
+    return parser
+
+
+class _RouterParser(argparse.ArgumentParser):
+    """The parser of a router and the mock: an engine flag is unrecognized, and says whose it is."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments"):
+            message += (
+                " (vLLM's engine flags configure a worker's engine, with --model; a router's workers "
+                "and the mock have their own)"
+            )
+        super().error(message)
+
+
+def _source_flags(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="serve a vLLM engine core over this model (a worker)")
     source.add_argument(
         "--remote", metavar="TARGET", help="serve over workers at this gRPC target (a router)"
     )
     source.add_argument("--mock", action="store_true", help="serve a MockLlm with the tiny model's tokenizer")
 
-    net = serve.add_argument_group("listeners")
+
+def _listener_flags(parser: argparse.ArgumentParser) -> None:
+    net = parser.add_argument_group("listeners")
     net.add_argument("--host", default="127.0.0.1")
     net.add_argument("--port", type=int, default=8000)
     net.add_argument("--grpc-port", type=int, default=50051, help="0 picks a free port; -1 serves no gRPC")
@@ -56,15 +118,27 @@ def _parser() -> argparse.ArgumentParser:
     net.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY"))
     net.add_argument("--allowed-origins", type=json.loads, default=[], help='JSON list, e.g. ["*"]')
     net.add_argument("--allow-credentials", action="store_true")
-    net.add_argument("--shutdown-grace-period", type=float, default=30.0)
+    net.add_argument(
+        "--shutdown-grace-period",
+        type=float,
+        default=30.0,
+        help="seconds in-flight requests get to finish on SIGTERM / SIGINT (a worker's engine then stops "
+        "as vLLM's --shutdown-timeout says)",
+    )
     net.add_argument("--max-request-body-bytes", type=int, default=32 << 20)
 
-    model = serve.add_argument_group("model")
-    model.add_argument("--served-model-name", nargs="+", default=[])
-    model.add_argument("--tokenizer")
-    model.add_argument("--chat-template", help="a chat template file (overrides the tokenizer's)")
 
-    chat = serve.add_argument_group("chat parsing (vLLM's flags; the parsers run in this process)")
+def _frontend_model_flags(parser: argparse.ArgumentParser) -> None:
+    model = parser.add_argument_group("the model as this frontend serves it (vLLM's frontend flags)")
+    model.add_argument("--chat-template", help="a chat template file (overrides the tokenizer's)")
+    model.add_argument(
+        "--lora-modules",
+        nargs="+",
+        default=[],
+        metavar="NAME=PATH",
+        help="LoRA adapters loaded at start-up and served as models (a worker, with --enable-lora)",
+    )
+    chat = parser.add_argument_group("chat parsing (vLLM's flags; the parsers run in this process)")
     chat.add_argument(
         "--chat-template-content-format",
         choices=["auto", "string", "openai"],
@@ -75,74 +149,80 @@ def _parser() -> argparse.ArgumentParser:
         "--enable-auto-tool-choice", action="store_true", help="parse tool calls from the output"
     )
     chat.add_argument("--tool-call-parser", help=f"one of {', '.join(sorted(TOOL_PARSERS))}")
-    chat.add_argument("--reasoning-parser", help=f"one of {', '.join(sorted(REASONING_PARSERS))}")
     chat.add_argument(
         "--tool-strict-level",
         choices=["auto", "function", "parameter"],
         default="auto",
         help="floor for the structural tags constraining tool calls",
     )
-    media = serve.add_argument_group("multimodal inputs (vLLM's flags; media are prepared in this process)")
-    media.add_argument(
+
+
+def _shared_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """vLLM's engine flags that a router or the mock reads too: a worker takes them from vLLM's parser,
+    the others from here, with vLLM's names, types and defaults."""
+    shared = parser.add_argument_group("the model (vLLM's flags of the same names)")
+    shared.add_argument("--served-model-name", nargs="+", default=None)
+    shared.add_argument("--tokenizer")
+    shared.add_argument(
+        "--reasoning-parser", default="", help=f"one of {', '.join(sorted(REASONING_PARSERS))}"
+    )
+    shared.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="the mock's context length (a router takes its workers')",
+    )
+    shared.add_argument(
+        "--stream-interval",
+        type=_at_least_one,
+        default=1,
+        help="send a request's outputs every N new tokens (first and last at once); the mock's",
+    )
+    shared.add_argument(
         "--limit-mm-per-prompt",
         type=_json_object,
         default={},
         metavar="JSON",
         help="the most items of each modality in one prompt, e.g. '{\"image\": 2}'",
     )
-    media.add_argument(
-        "--mm-processor-kwargs", type=_json_object, default={}, metavar="JSON", help="HF processor options"
+    shared.add_argument(
+        "--mm-processor-kwargs", type=_json_object, default=None, metavar="JSON", help="HF processor options"
     )
-    media.add_argument(
+    shared.add_argument(
         "--allowed-local-media-path", default="", help="a directory file: URLs may read media from"
     )
-    media.add_argument(
-        "--allowed-media-domains", nargs="+", default=[], help="the only hosts http(s) media may come from"
+    shared.add_argument(
+        "--allowed-media-domains", nargs="+", default=None, help="the only hosts http(s) media may come from"
     )
-    model.add_argument("--dtype", default="auto")
-    model.add_argument("--max-model-len", type=int)
-    model.add_argument("--data-parallel-size", "-dp", type=int, default=1)
-    model.add_argument("--seed", type=int, default=0)
-    model.add_argument(
-        "--enforce-eager",
+    shared.add_argument(
+        "--enable-log-requests",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="no torch.compile / graphs",
+        default=False,
+        help="log each request's prompt and parameters",
     )
-    model.add_argument("--max-num-seqs", type=int)
-    model.add_argument(
-        "--stream-interval",
-        type=_at_least_one,
-        default=1,
-        help="send a request's outputs every N new tokens (first and last at once); also for --mock",
-    )
-    model.add_argument("--max-num-batched-tokens", type=int)
-    model.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
-    model.add_argument("--enable-lora", action="store_true")
-    model.add_argument("--max-loras", type=int, default=1)
-    model.add_argument("--max-lora-rank", type=int, default=16)
-    model.add_argument("--lora-modules", nargs="+", default=[], metavar="NAME=PATH")
-    model.add_argument("--enable-sleep-mode", action="store_true")
-    model.add_argument("--structured-outputs-backend", default="auto")
-    model.add_argument("--disable-log-stats", action="store_true")
-    model.add_argument("--profiler-dir")
-    model.add_argument(
-        "--kv-transfer-config",
-        type=_json_object,
+    shared.add_argument(
+        "--otlp-traces-endpoint",
         default=None,
-        metavar="JSON",
-        help="vLLM's KV connector configuration, e.g. "
-        '\'{"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_buffer_device": "cpu"}\' '
-        "(a prefill or decode worker behind a --remote-prefill router)",
+        metavar="URL",
+        help="export OpenTelemetry spans of each request over OTLP (gRPC) to this endpoint",
     )
 
-    modes = serve.add_argument_group("modes")
+
+def _mode_flags(parser: argparse.ArgumentParser) -> None:
+    modes = parser.add_argument_group("modes")
     modes.add_argument("--dev-mode", action="store_true", default=_env_flag("VLLM_SERVER_DEV_MODE"))
     modes.add_argument(
-        "--enable-runtime-lora", action="store_true", default=_env_flag("VLLM_ALLOW_RUNTIME_LORA_UPDATING")
+        "--enable-runtime-lora",
+        action="store_true",
+        default=_env_flag("VLLM_ALLOW_RUNTIME_LORA_UPDATING"),
+        help="the LoRA load/unload routes (a worker; its engine needs --enable-lora, as under vLLM)",
     )
     modes.add_argument(
-        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+        "--log-level",
+        type=str.lower,
+        default=None,
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="this process's log level (default info); a worker's vLLM logs at it too (vLLM's flag)",
     )
     modes.add_argument(
         "--event-loop",
@@ -169,16 +249,15 @@ def _parser() -> argparse.ArgumentParser:
         "the workers all together, else 0)",
     )
 
-    observe = serve.add_argument_group("observability (vLLM's flags)")
+
+def _observability_flags(parser: argparse.ArgumentParser) -> None:
+    observe = parser.add_argument_group("observability (vLLM's flags)")
     observe.add_argument("--disable-uvicorn-access-log", action="store_true", help="no access log")
     observe.add_argument(
         "--disable-access-log-for-endpoints",
         default="",
         metavar="PATHS",
         help='comma-separated paths left out of the access log, e.g. "/health,/metrics"',
-    )
-    observe.add_argument(
-        "--enable-log-requests", action="store_true", help="log each request's prompt and parameters"
     )
     observe.add_argument(
         "--max-log-len",
@@ -191,14 +270,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="accepted for vLLM's CLI: X-Request-Id is always echoed on responses",
     )
-    observe.add_argument(
-        "--otlp-traces-endpoint",
-        default=None,
-        metavar="URL",
-        help="export OpenTelemetry spans of each request over OTLP (gRPC) to this endpoint",
-    )
 
-    response = serve.add_argument_group("responses (vLLM's flags)")
+
+def _response_flags(parser: argparse.ArgumentParser) -> None:
+    response = parser.add_argument_group("responses (vLLM's flags)")
     response.add_argument("--response-role", default="assistant", help="the role of a generated chat message")
     response.add_argument(
         "--enable-force-include-usage", action="store_true", help="usage in every response, streamed too"
@@ -220,7 +295,9 @@ def _parser() -> argparse.ArgumentParser:
         help="take mm_processor_kwargs and media_io_kwargs from requests (refused otherwise)",
     )
 
-    remote = serve.add_argument_group("remote workers (--remote)")
+
+def _remote_flags(parser: argparse.ArgumentParser) -> None:
+    remote = parser.add_argument_group("remote workers (--remote)")
     remote.add_argument("--remote-timeout", type=float, default=None, help="per-call deadline in seconds")
     remote.add_argument(
         "--remote-idle-timeout",
@@ -266,8 +343,18 @@ def _parser() -> argparse.ArgumentParser:
         help="eject workers whose calls keep failing for a while (gRPC's outlier_detection; it has no "
         "panic mode: an ejected worker stays out even when it is the only one left)",
     )
-    serve.set_defaults(func=_serve)
-    return parser
+
+
+#: The CLI's own flag groups, every source.
+_FLAG_GROUPS: tuple[Callable[[argparse.ArgumentParser], None], ...] = (
+    _source_flags,
+    _listener_flags,
+    _frontend_model_flags,
+    _mode_flags,
+    _observability_flags,
+    _response_flags,
+    _remote_flags,
+)
 
 
 def _seconds(value: str) -> float:
@@ -307,11 +394,72 @@ def _env_flag(name: str) -> bool:
 
 def serve_config(argv: Sequence[str]) -> FrontendConfig:
     """The FrontendConfig `vllm-frontend serve` builds from `argv` (its arguments after `serve`)."""
-    return frontend_config(_parser().parse_args(["serve", *argv]))
+    return frontend_config(parse_serve_args(argv))
 
 
 def frontend_config(args: argparse.Namespace) -> FrontendConfig:
-    """The FrontendConfig of parsed `serve` arguments."""
+    """The FrontendConfig of parsed `serve` arguments (`parse_serve_args`); SystemExit (exit code 1,
+    the cause as its message) for a configuration that cannot serve."""
+    _check_source_flags(args)
+    tokenizer = args.tokenizer
+    if args.mock and tokenizer is None:
+        tokenizer = _mock_tokenizer()
+    server = ServerConfig(
+        freeze_gc_heap=True,  # this process is the server's own
+        keep_off_engine_cpus=args.frontend_affinity == "auto",
+        prepare_per_turn=_prepare_per_turn(args),
+        host=args.host,
+        port=args.port,
+        grpc_port=None if args.grpc_port < 0 else args.grpc_port,
+        grpc_host=args.grpc_host,
+        ssl_certfile=_readable(args.ssl_certfile, "--ssl-certfile"),
+        ssl_keyfile=_readable(args.ssl_keyfile, "--ssl-keyfile"),
+        ssl_ca_certs=_readable(args.ssl_ca_certs, "--ssl-ca-certs"),
+        api_key=args.api_key,
+        served_model_name=tuple(args.served_model_name or ()),
+        allowed_origins=tuple(args.allowed_origins),
+        allow_credentials=args.allow_credentials,
+        dev_mode=args.dev_mode,
+        enable_runtime_lora=args.enable_runtime_lora,
+        tokenizer=tokenizer,
+        chat_template=_chat_template(args.chat_template),
+        chat_template_content_format=args.chat_template_content_format,
+        parsers=_parser_options(args),
+        limit_mm_per_prompt=_limits(args.limit_mm_per_prompt or {}),
+        mm_processor_kwargs=dict(args.mm_processor_kwargs or {}),
+        allowed_local_media_path=_media_dir(args.allowed_local_media_path or ""),
+        allowed_media_domains=tuple(args.allowed_media_domains or ()),
+        shutdown_grace_period=args.shutdown_grace_period,
+        max_request_body_bytes=args.max_request_body_bytes,
+        log_level=args.log_level or "info",
+        access_log=not args.disable_uvicorn_access_log,
+        access_log_exclude_paths=tuple(
+            p.strip() for p in args.disable_access_log_for_endpoints.split(",") if p.strip()
+        ),
+        enable_log_requests=args.enable_log_requests,
+        max_log_len=args.max_log_len,
+        otlp_traces_endpoint=args.otlp_traces_endpoint,
+        response_role=args.response_role,
+        enable_force_include_usage=args.enable_force_include_usage,
+        return_tokens_as_token_ids=args.return_tokens_as_token_ids,
+        sse_keep_alive_interval=args.sse_keep_alive_interval,
+        trust_request_mm_kwargs=args.trust_request_mm_kwargs,
+    )
+    if args.model is None:
+        return FrontendConfig(server=server)
+    fields = engine_flags.engine_fields(args)
+    settings = engine_flags.engine_settings(
+        fields, randomize_request_ids=not _env_flag("VLLM_DISABLE_REQUEST_ID_RANDOMIZATION")
+    )
+    lora_modules = tuple(_lora_module(m) for m in args.lora_modules)
+    if lora_modules and not settings.enable_lora:
+        raise SystemExit("Error: --lora-modules: LoRA is not enabled. Use --enable-lora to enable LoRA.")
+    engine = EngineCoreConfig(settings=settings, lora_modules=lora_modules)
+    return FrontendConfig(server=server, engine_core=engine)
+
+
+def _check_source_flags(args: argparse.Namespace) -> None:
+    """Refuse (SystemExit) what cannot apply to the chosen source, saying why."""
     if args.model is None:
         _refuse_engine_lora_flags(args)
     _refuse_flags_of_another_source(args)
@@ -328,13 +476,13 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         )
     if args.remote is None and args.remote_prefill is not None:
         raise SystemExit("Error: --remote-prefill needs --remote (the decode workers)")
-    if args.model is None and args.kv_transfer_config is not None:
-        raise SystemExit(
-            "Error: --kv-transfer-config configures a worker's engine (--model); a router drives its "
-            "workers' connectors with --remote-prefill"
-        )
     if args.prefix_blocks != 4 and args.routing != "prefix":
         raise SystemExit("Error: --prefix-blocks applies to --routing prefix only")
+    for flag, target in (("--remote", args.remote), ("--remote-prefill", args.remote_prefill)):
+        if target is not None:
+            _check_target(flag, target)
+    for flag in ("remote_ca_certs", "remote_certfile", "remote_keyfile"):
+        _readable(getattr(args, flag), "--" + flag.replace("_", "-"))
     if args.otlp_traces_endpoint is not None:
         from vllm_server.tracing import TracingConfigError, check_endpoint
 
@@ -342,105 +490,47 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
             check_endpoint(args.otlp_traces_endpoint)
         except TracingConfigError as exc:
             raise SystemExit(f"Error: {exc}") from None
-    tokenizer = args.tokenizer
-    if args.mock and tokenizer is None:
-        try:  # the tiny model is test support, which a server install does not carry
-            from vllm_frontend_testing.tiny_model import build_tiny_model
-        except ModuleNotFoundError as exc:
-            if exc.name != "vllm_frontend_testing":
-                raise
-            raise SystemExit(
-                "--mock without --tokenizer serves the tiny model's tokenizer, from vllm-frontend-testing,"
-                " which is not installed: pass --tokenizer DIR"
-            ) from None
-        tokenizer = str(build_tiny_model())
-    server = ServerConfig(
-        freeze_gc_heap=True,  # this process is the server's own
-        keep_off_engine_cpus=args.frontend_affinity == "auto",
-        prepare_per_turn=_prepare_per_turn(args),
-        host=args.host,
-        port=args.port,
-        grpc_port=None if args.grpc_port < 0 else args.grpc_port,
-        grpc_host=args.grpc_host,
-        ssl_certfile=args.ssl_certfile,
-        ssl_keyfile=args.ssl_keyfile,
-        ssl_ca_certs=args.ssl_ca_certs,
-        api_key=args.api_key,
-        served_model_name=tuple(args.served_model_name),
-        allowed_origins=tuple(args.allowed_origins),
-        allow_credentials=args.allow_credentials,
-        dev_mode=args.dev_mode,
-        enable_runtime_lora=args.enable_runtime_lora,
-        tokenizer=tokenizer,
-        chat_template=_read(args.chat_template),
-        chat_template_content_format=args.chat_template_content_format,
-        parsers=_parser_options(args),
-        limit_mm_per_prompt=_limits(args.limit_mm_per_prompt),
-        mm_processor_kwargs=args.mm_processor_kwargs,
-        allowed_local_media_path=_media_dir(args.allowed_local_media_path),
-        allowed_media_domains=tuple(args.allowed_media_domains),
-        shutdown_grace_period=args.shutdown_grace_period,
-        max_request_body_bytes=args.max_request_body_bytes,
-        log_level=args.log_level,
-        access_log=not args.disable_uvicorn_access_log,
-        access_log_exclude_paths=tuple(
-            p.strip() for p in args.disable_access_log_for_endpoints.split(",") if p.strip()
-        ),
-        enable_log_requests=args.enable_log_requests,
-        max_log_len=args.max_log_len,
-        otlp_traces_endpoint=args.otlp_traces_endpoint,
-        response_role=args.response_role,
-        enable_force_include_usage=args.enable_force_include_usage,
-        return_tokens_as_token_ids=args.return_tokens_as_token_ids,
-        sse_keep_alive_interval=args.sse_keep_alive_interval,
-        trust_request_mm_kwargs=args.trust_request_mm_kwargs,
-    )
-    if args.model is None:
-        return FrontendConfig(server=server)
-    settings = EngineCoreSettings(
-        model=args.model,
-        tokenizer=args.tokenizer,
-        dtype=args.dtype,
-        max_model_len=args.max_model_len,
-        data_parallel_size=args.data_parallel_size,
-        seed=args.seed,
-        enforce_eager=args.enforce_eager,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        enable_prefix_caching=args.enable_prefix_caching,
-        enable_lora=args.enable_lora or args.enable_runtime_lora,
-        max_loras=args.max_loras,
-        max_lora_rank=args.max_lora_rank,
-        enable_sleep_mode=args.enable_sleep_mode,
-        structured_outputs_backend=args.structured_outputs_backend,
-        log_stats=not args.disable_log_stats,
-        randomize_request_ids=not _env_flag("VLLM_DISABLE_REQUEST_ID_RANDOMIZATION"),
-        stream_interval=args.stream_interval,
-        reasoning_parser=args.reasoning_parser,  # the engine's too, as vLLM's server configures it
-        # the engine profiles its encoder budget for these, as under vLLM's server
-        engine_args={
-            k: v
-            for k, v in (
-                ("limit_mm_per_prompt", args.limit_mm_per_prompt),
-                ("mm_processor_kwargs", args.mm_processor_kwargs),
-                ("kv_transfer_config", args.kv_transfer_config),
-            )
-            if v
-        },
-    )
-    engine = EngineCoreConfig(
-        settings=settings,
-        lora_modules=tuple(_lora_module(m) for m in args.lora_modules),
-        profiler_dir=args.profiler_dir,
-    )
-    return FrontendConfig(server=server, engine_core=engine)
+
+
+def _check_target(flag: str, target: str) -> None:
+    from vllm_remote_llm import InvalidTarget, check_target
+
+    try:
+        check_target(target)
+    except InvalidTarget as exc:
+        raise SystemExit(f"Error: {flag} {target!r}: {exc}") from None
+
+
+def _readable(path: Path | None, flag: str) -> Path | None:
+    """A file a flag names, checked now: a start-up that cannot read it says so and stops."""
+    if path is None:
+        return None
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise SystemExit(f"Error: {flag} {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    return path
+
+
+def _mock_tokenizer() -> str:
+    try:  # the tiny model is test support, which a server install does not carry
+        from vllm_frontend_testing.tiny_model import build_tiny_model
+    except ModuleNotFoundError as exc:
+        if exc.name != "vllm_frontend_testing":
+            raise
+        raise SystemExit(
+            "Error: --mock without --tokenizer serves the tiny model's tokenizer, from "
+            "vllm-frontend-testing, which is not installed: pass --tokenizer DIR"
+        ) from None
+    return str(build_tiny_model())
 
 
 def _parser_options(args: argparse.Namespace) -> ParserOptions:
     options = ParserOptions(
         enable_auto_tool_choice=args.enable_auto_tool_choice,
         tool_call_parser=args.tool_call_parser,
-        reasoning_parser=args.reasoning_parser,
+        reasoning_parser=args.reasoning_parser or None,
         tool_strict_level=args.tool_strict_level,
     )
     try:
@@ -450,19 +540,14 @@ def _parser_options(args: argparse.Namespace) -> ParserOptions:
     return options
 
 
-#: LoRA flags of a worker's engine, with their defaults.
-_ENGINE_LORA_FLAGS = {
-    "lora_modules": [],
-    "enable_lora": False,
-    "enable_runtime_lora": False,
-    "max_loras": 1,
-    "max_lora_rank": 16,
-}
+#: The CLI's LoRA flags of a worker, with their defaults (vLLM's engine's own LoRA flags exist only in
+#: a worker's parser).
+_WORKER_LORA_FLAGS = {"lora_modules": [], "enable_runtime_lora": False}
 
 
 def _refuse_engine_lora_flags(args: argparse.Namespace) -> None:
     """A router (or the mock) has no engine to load adapters into: its adapters are its workers'."""
-    given = _given(args, _ENGINE_LORA_FLAGS)
+    given = _given(args, _WORKER_LORA_FLAGS)
     if given:
         raise SystemExit(
             f"Error: {', '.join(given)} configure(s) the LoRA adapters of a worker's engine (--model); "
@@ -470,20 +555,6 @@ def _refuse_engine_lora_flags(args: argparse.Namespace) -> None:
         )
 
 
-#: Flags of a worker's engine (--model) with their defaults: a router's workers and the mock have their own.
-_ENGINE_FLAGS = {
-    "dtype": "auto",
-    "data_parallel_size": 1,
-    "seed": 0,
-    "enforce_eager": True,
-    "max_num_seqs": None,
-    "max_num_batched_tokens": None,
-    "enable_prefix_caching": None,
-    "enable_sleep_mode": False,
-    "structured_outputs_backend": "auto",
-    "disable_log_stats": False,
-    "profiler_dir": None,
-}
 #: Flags of the model a server runs itself (--model, or the --mock's): a router takes its workers'.
 _OWN_MODEL_FLAGS = {"max_model_len": None, "stream_interval": 1}
 #: Flags of the connection to --remote workers.
@@ -502,8 +573,6 @@ def _refuse_flags_of_another_source(args: argparse.Namespace) -> None:
     """A flag that cannot apply to the chosen source is an error, not a flag silently dropped."""
     source = "--model" if args.model is not None else "--remote" if args.remote is not None else "--mock"
     checks = (
-        (_ENGINE_FLAGS, args.model is None, "configure(s) a worker's engine (--model); a router's workers "
-         "and the mock have their own"),
         (_OWN_MODEL_FLAGS, args.remote is not None, "configure(s) a model this server runs itself; a router "
          "serves its workers' (start the workers with them)"),
         (_REMOTE_FLAGS, args.remote is None, "configure(s) the connection to --remote workers"),
@@ -552,18 +621,42 @@ def _media_dir(path: str) -> str:
         raise SystemExit(f"Error: {exc}") from None
 
 
-def _read(path: str | None) -> str | None:
-    return Path(path).read_text(encoding="utf-8") if path else None
+def _chat_template(value: str | None) -> str | None:
+    """--chat-template as vLLM reads it: a file, else the template itself (when it looks like one)."""
+    if not value:
+        return None
+    try:
+        return Path(value).read_text(encoding="utf-8")
+    except OSError as exc:
+        if any(c in value for c in "{}\n"):
+            return value  # an inline template, as vLLM's load_chat_template takes it
+        raise SystemExit(f"Error: --chat-template {value!r} cannot be read: {exc.strerror or exc}") from None
 
 
 def _lora_module(spec: str) -> LoraModule:
+    """One --lora-modules entry (vLLM's forms: NAME=PATH, or a JSON object with name, path and
+    base_model_name); a local path that does not exist stops the start before the engine loads."""
     if spec.startswith("{"):
-        data: dict[str, Any] = json.loads(spec)
-        return LoraModule(name=data["name"], path=data["path"], base_model_name=data.get("base_model_name"))
-    name, sep, path = spec.partition("=")
-    if not sep or not name or not path:
-        raise SystemExit(f"--lora-modules: expected NAME=PATH, got {spec!r}")
-    return LoraModule(name=name, path=path)
+        try:
+            data: dict[str, Any] = json.loads(spec)
+            module = LoraModule(
+                name=data["name"], path=data["path"], base_model_name=data.get("base_model_name")
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise SystemExit(
+                f"Error: --lora-modules: {spec!r} is not a JSON object with name and path ({exc})"
+            ) from None
+    else:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"Error: --lora-modules: expected NAME=PATH, got {spec!r}")
+        module = LoraModule(name=name, path=path)
+    local = Path(module.path).expanduser()
+    if (local.is_absolute() or module.path.startswith(".")) and not local.is_dir():
+        raise SystemExit(  # a hub id (org/name) is not a local path; vLLM downloads those
+            f"Error: --lora-modules: the LoRA adapter {module.name!r} has no directory {module.path!r}"
+        )
+    return module
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -573,6 +666,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 async def _run(config: FrontendConfig, args: argparse.Namespace) -> int:
     from vllm_llm import Llm
+    from vllm_server.pending import PendingLlm
     from vllm_server.server import Server
     from vllm_server.source import LlmSource
     from vllm_server.state import StartupError
@@ -583,10 +677,18 @@ async def _run(config: FrontendConfig, args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, shutdown.set)
     provided: Llm | None = None
+    connecting: asyncio.Task[Llm] | None = None
     if config.engine_core is not None:
         source = LlmSource.engine_core(config.engine_core)
-    else:
-        provided = await _provided_llm(config, args)
+    elif args.mock:
+        provided = _mock_llm(config, args)
+        source = LlmSource.provided(provided)
+    else:  # a router: it listens at once, unready until a worker serves (vllm_server.pending)
+        targets = " and ".join(t for t in (args.remote, args.remote_prefill) if t is not None)
+        pending = PendingLlm(lambda: _remote_llm(args), what=f"workers at {targets}")
+        provided = pending
+        connecting = asyncio.create_task(pending.connected())
+        connecting.add_done_callback(lambda task: _stop_if_failed(task, shutdown))
         source = LlmSource.provided(provided)
     try:
         await Server(config, source).serve(shutdown)
@@ -595,37 +697,51 @@ async def _run(config: FrontendConfig, args: argparse.Namespace) -> int:
     finally:
         if provided is not None:
             await provided.shutdown()
+    failed = connecting.exception() if connecting is not None and connecting.done() else None
+    if failed is not None:
+        raise SystemExit(f"Error: the workers cannot be served: {failed}")
     return 0
 
 
-async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any:
-    if args.mock:
-        from vllm_llm import MockLlm
-        from vllm_llm.text import TextTokenizer
-        from vllm_llm.wire import WIRE_REVISION, LlmInfo, ModelDtype
+def _stop_if_failed(task: asyncio.Task[Any], shutdown: asyncio.Event) -> None:
+    """Stop the server when connecting to its workers failed for good (the CLI then exits 1)."""
+    if not task.cancelled() and task.exception() is not None:
+        shutdown.set()
 
-        tokenizer_dir = config.server.tokenizer
-        assert tokenizer_dir is not None
-        try:
-            tok = TextTokenizer.from_dir(Path(tokenizer_dir))
-        except Exception as exc:
-            raise SystemExit(f"Error: the tokenizer {tokenizer_dir!r} cannot be loaded ({exc})") from None
-        info = LlmInfo(
-            model="mock",
-            served_model_name=(config.server.served_model_name or ("mock",))[0],
-            tokenizer=tokenizer_dir,
-            dtype=ModelDtype.FLOAT32,
-            max_model_len=args.max_model_len or 512,
-            vocab_size=tok.vocab_size,
-            eos_token_id=tok.eos_token_id,
-            wire_revision=WIRE_REVISION,
-        )
-        return MockLlm(info=info, step_interval=0.01, stream_interval=args.stream_interval)
+
+def _mock_llm(config: FrontendConfig, args: argparse.Namespace) -> Any:
+    from vllm_llm import MockLlm
+    from vllm_llm.text import TextTokenizer
+    from vllm_llm.wire import WIRE_REVISION, LlmInfo, ModelDtype
+
+    tokenizer_dir = config.server.tokenizer
+    assert tokenizer_dir is not None
+    try:
+        tok = TextTokenizer.from_dir(Path(tokenizer_dir))
+    except Exception as exc:
+        raise SystemExit(f"Error: the tokenizer {tokenizer_dir!r} cannot be loaded ({exc})") from None
+    info = LlmInfo(
+        model="mock",
+        served_model_name=(config.server.served_model_name or ("mock",))[0],
+        tokenizer=tokenizer_dir,
+        dtype=ModelDtype.FLOAT32,
+        max_model_len=args.max_model_len or 512,
+        vocab_size=tok.vocab_size,
+        eos_token_id=tok.eos_token_id,
+        wire_revision=WIRE_REVISION,
+    )
+    return MockLlm(info=info, step_interval=0.01, stream_interval=args.stream_interval)
+
+
+async def _remote_llm(args: argparse.Namespace) -> Any:
+    """The router's Llm over its workers: a RemoteLlm, or prefill and decode ones; `Unavailable` while
+    no worker serves yet (the caller waits), another `LlmError` for what waiting cannot change."""
+    from vllm_llm import Unsupported
+    from vllm_llm.disaggregated import DisaggregatedLlm, IncompatibleWorkers, check_compatible
     from vllm_remote_llm import RemoteLlm, RemoteTls
     from vllm_remote_llm.remote import DEFAULT_IDLE_TIMEOUT, DEFAULT_OUTLIER_DETECTION
 
     idle = args.remote_idle_timeout
-
     tls = None
     if args.remote_ca_certs or args.remote_certfile:
         tls = RemoteTls(
@@ -650,8 +766,6 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
     decode = await connect(args.remote)
     if args.remote_prefill is None:
         return decode
-    from vllm_llm.disaggregated import DisaggregatedLlm, IncompatibleWorkers, check_compatible
-
     try:
         prefill = await connect(args.remote_prefill)
     except BaseException:
@@ -661,7 +775,7 @@ async def _provided_llm(config: FrontendConfig, args: argparse.Namespace) -> Any
         check_compatible(prefill.info(), decode.info())
     except IncompatibleWorkers as exc:
         await asyncio.gather(prefill.shutdown(), decode.shutdown())
-        raise SystemExit(f"Error: {exc}") from None
+        raise Unsupported(str(exc)) from None
     return DisaggregatedLlm(prefill, decode)
 
 

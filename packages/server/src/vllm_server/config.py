@@ -9,6 +9,7 @@ around them (start-up LoRA adapters, the profiler). The CLI builds both as one `
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -114,34 +115,32 @@ class LoraModule:
 class EngineCoreConfig:
     """The vLLM engine core a worker starts: EngineCoreLlm's settings plus what the server adds."""
 
-    #: The engine's settings. The served model name comes from ServerConfig when it names one, and
-    #: LoRA is enabled for as many adapters as `lora_modules` serves (see `engine_settings`).
+    #: The engine's settings. The served model name comes from ServerConfig when it names one (see
+    #: `engine_settings`); everything else is the engine's as given, as under `vllm serve`.
     settings: EngineCoreSettings
-    #: LoRA adapters loaded at start-up and served under their own model names.
+    #: LoRA adapters loaded at start-up and served under their own model names (vLLM's
+    #: `--lora-modules`; they need `--enable-lora`, as under vLLM).
     lora_modules: tuple[LoraModule, ...] = ()
-    #: Torch profiler output directory; enables /start_profile and /stop_profile in dev mode.
-    profiler_dir: str | None = None
 
     def engine_settings(self, served_model_name: str | None) -> EngineCoreSettings:
         """The EngineCoreLlm settings of this engine, serving `served_model_name` (ServerConfig's)."""
-        engine_args = dict(self.settings.engine_args)
-        if self.profiler_dir is not None:
-            engine_args.setdefault(
-                "profiler_config", {"profiler": "torch", "torch_profiler_dir": self.profiler_dir}
-            )
         return dataclasses.replace(
-            self.settings,
-            served_model_name=served_model_name or self.settings.served_model_name,
-            enable_lora=self.settings.enable_lora or bool(self.lora_modules),
-            max_loras=max(self.settings.max_loras, len(self.lora_modules)),
-            engine_args=engine_args,
+            self.settings, served_model_name=served_model_name or self.settings.served_model_name
         )
+
+    @property
+    def profiler(self) -> str | None:
+        """The profiler the engine runs (vLLM's `--profiler-config` `profiler`), if any: it enables
+        /start_profile and /stop_profile, as on vLLM's server."""
+        config = self.settings.engine_args.get("profiler_config")
+        profiler = config.get("profiler") if isinstance(config, dict) else getattr(config, "profiler", None)
+        return str(profiler) if profiler is not None else None
 
     def flat(self) -> dict[str, Any]:
         """The settings as given plus the server's additions (the served name is ServerConfig's)."""
         out = {f.name: getattr(self.settings, f.name) for f in dataclasses.fields(self.settings)}
         del out["served_model_name"]
-        return out | {"lora_modules": self.lora_modules, "profiler_dir": self.profiler_dir}
+        return out | {"lora_modules": self.lora_modules}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +149,13 @@ class FrontendConfig:
 
     server: ServerConfig
     engine_core: EngineCoreConfig | None = None
+
+    def engine_settings(self) -> EngineCoreSettings | None:
+        """The settings of the engine core this server starts, if it starts one."""
+        if self.engine_core is None:
+            return None
+        names = self.server.served_model_name
+        return self.engine_core.engine_settings(names[0] if names else None)
 
     def flat(self) -> dict[str, Any]:
         """One flat mapping of every setting (for /server_info); secrets redacted."""
@@ -168,7 +174,9 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_jsonable(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {k: _jsonable(v) for k, v in dataclasses.asdict(value).items()}
-    if isinstance(value, dict):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
-    return value
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)  # an engine argument of vLLM's own type (an enum, a set, ...), as vLLM logs it

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
@@ -66,6 +67,8 @@ class Server:
 
             check_endpoint(frontend.server.otlp_traces_endpoint)  # a bad endpoint fails here, not later
         self._extensions: list[RouterExtension] = []
+        #: Whether the Llm was ready once: a failure before is a failed start, after it a failed server.
+        self._ready_once = False
         self.state: ServerState | None = None
         self.http_port: int | None = None
         self.grpc_port: int | None = None
@@ -95,41 +98,36 @@ class Server:
         for extend in self._extensions:
             extend(app, state)
         if engine is None and llm.subscribe_readiness().value:
-            state.attach_layers()  # a provided Llm that is ready already: ready as soon as we listen
+            self._attach_layers(state)  # a provided Llm that is ready already: ready as soon as we listen
             state.update_readiness()
         grpc = None
         http = _Uvicorn(self._uvicorn_config(DirectBodySend(app)))  # SSE frames: the server's send
         tasks: list[asyncio.Task[None]] = []
         try:
-            http_task = asyncio.create_task(http.serve(), name="http")
+            # Listen before the engine starts (as vLLM's server binds its socket first): a port in use
+            # stops the start at once, not after the engine loaded.
+            sock = _bind(server.host, server.port)
+            http_task = asyncio.create_task(http.serve(sockets=[sock]), name="http")
             tasks.append(http_task)
             await self._wait_started(http, http_task)
-            self.http_port = http.servers[0].sockets[0].getsockname()[1]
+            self.http_port = sock.getsockname()[1]
             if server.grpc_port is not None:
-                public = public_services(state)
-                grpc = GrpcFrontend(
-                    llm,
-                    api_key=server.api_key,
-                    tls=server.tls(),
-                    max_message_bytes=server.max_grpc_message_bytes,
-                    extra_services=[service.register for service in public],
-                    health_services=[service.name for service in public],
-                    info=state.served_info,
-                    metrics=state.metrics,
-                )
-                self.grpc_port = await grpc.start(server.grpc_host or server.host, server.grpc_port)
+                grpc = await self._start_grpc(state, llm)
             self.listening.set()
             logger.info("listening: HTTP on %s:%s, gRPC on %s", server.host, self.http_port, self.grpc_port)
             bring_up = asyncio.create_task(self._bring_up(state, engine), name="bring-up")
             tasks.append(bring_up)
             waiter = asyncio.create_task(shutdown_event.wait())
             await asyncio.wait([waiter, http_task, bring_up], return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
-            failed = _startup_error(bring_up)
-            if failed is not None:
+            if bring_up.done() and not self._ready_once:
+                waiter.cancel()
                 http.should_exit = True
-                await http_task
-                raise failed
+                await asyncio.gather(http_task, return_exceptions=True)
+                raise _startup_failure(bring_up)
+            if bring_up.done():  # failed after serving: say why once, and stay up (unready) until stopped
+                _log_failure(bring_up)
+                await asyncio.wait([waiter, http_task], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
             await self._drain(state, http, grpc)
             await http_task  # uvicorn closes its listeners and cancels what is left after its own timeout
         finally:
@@ -143,15 +141,36 @@ class Server:
             if tracing is not None:
                 await tracing.shutdown()  # exports the spans still batched
 
+    async def _start_grpc(self, state: ServerState, llm: Llm) -> GrpcFrontend:
+        server = self.config.server
+        public = public_services(state)
+        grpc = GrpcFrontend(
+            llm,
+            api_key=server.api_key,
+            tls=server.tls(),
+            max_message_bytes=server.max_grpc_message_bytes,
+            extra_services=[service.register for service in public],
+            health_services=[service.name for service in public],
+            info=state.served_info,
+            metrics=state.metrics,
+        )
+        host = server.grpc_host or server.host
+        assert server.grpc_port is not None
+        try:
+            self.grpc_port = await grpc.start(host, server.grpc_port)
+        except Exception as exc:
+            await grpc.stop(0)
+            raise StartupError(f"gRPC cannot listen on {host}:{server.grpc_port}: {exc}") from exc
+        return grpc
+
     # ---- steps ----------------------------------------------------------------------------------------
 
     def _make_llm(self) -> tuple[Llm, EngineCoreLlm | None]:
         if self.source.provided_llm is not None:
             return self.source.provided_llm, None
-        cfg = self.config.engine_core
-        assert cfg is not None
-        names = self.config.server.served_model_name
-        engine = EngineCoreLlm(cfg.engine_settings(names[0] if names else None))
+        settings = self.config.engine_settings()
+        assert settings is not None
+        engine = EngineCoreLlm(settings)
         return engine, engine
 
     def _uvicorn_config(self, app: ASGIApp) -> uvicorn.Config:
@@ -184,12 +203,14 @@ class Server:
                 access.addFilter(_ExcludePaths(server.access_log_exclude_paths))
         return config
 
-    @staticmethod
-    async def _wait_started(http: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    async def _wait_started(self, http: uvicorn.Server, task: asyncio.Task[None]) -> None:
         while not http.started:
             if task.done():
-                task.result()
-                raise RuntimeError("the HTTP server did not start")
+                server = self.config.server
+                cause = task.exception() if not task.cancelled() else None
+                raise StartupError(
+                    f"HTTP cannot serve on {server.host}:{server.port}: {cause or 'uvicorn stopped'}"
+                ) from cause
             await asyncio.sleep(0.01)
 
     async def _bring_up(self, state: ServerState, engine: EngineCoreLlm | None) -> None:
@@ -199,7 +220,7 @@ class Server:
             await self._load_static_loras(state, engine)
         readiness = state.llm.subscribe_readiness()
         await readiness.wait_for(bool)
-        state.attach_layers()
+        self._attach_layers(state)
         if self.config.server.freeze_gc_heap:
             freeze_heap()  # start-up is done: the engine client, tokenizer and layers exist
         if self.config.server.keep_off_engine_cpus:
@@ -216,13 +237,26 @@ class Server:
             for task in background:
                 task.cancel()
 
+    def _attach_layers(self, state: ServerState) -> None:
+        """The text and chat layers over the ready Llm; a configuration they refuse (a parser the
+        tokenizer cannot serve) is a failed start."""
+        try:
+            state.attach_layers()
+        except ValueError as exc:
+            raise StartupError(str(exc)) from exc
+        self._ready_once = True
+
     async def _load_static_loras(self, state: ServerState, engine: EngineCoreLlm) -> None:
         cfg = self.config.engine_core
         assert cfg is not None
         for lora_id, module in enumerate(cfg.lora_modules, start=1):
             lora = LoraRequest(module.name, lora_id, module.path, module.base_model_name)
-            if not await engine.add_lora(lora):
-                raise RuntimeError(f"the LoRA adapter {module.name!r} failed to load from {module.path!r}")
+            try:
+                loaded = await engine.add_lora(lora)
+            except LlmError as exc:
+                raise StartupError(f"the LoRA adapter {module.name!r} cannot be loaded: {exc}") from exc
+            if not loaded:
+                raise StartupError(f"the LoRA adapter {module.name!r} failed to load from {module.path!r}")
             state.lora_modules[module.name] = (module, lora_id)
 
     async def _drain(self, state: ServerState, http: uvicorn.Server, grpc: GrpcFrontend | None) -> None:
@@ -247,12 +281,39 @@ class Server:
         http.should_exit = True
 
 
-def _startup_error(bring_up: asyncio.Task[None]) -> StartupError | None:
-    """The error that ended the bring-up, if it ended with one the server cannot serve past."""
-    if not bring_up.done() or bring_up.cancelled():
-        return None
-    exc = bring_up.exception()
-    return exc if isinstance(exc, StartupError) else None
+def _startup_failure(bring_up: asyncio.Task[None]) -> StartupError:
+    """Why the bring-up ended before the Llm was first ready, as the StartupError the start fails with."""
+    exc = None if bring_up.cancelled() else bring_up.exception()
+    if isinstance(exc, StartupError):
+        return exc
+    if exc is None:
+        return StartupError("the Llm stopped before it was ready")
+    logger.error("the server cannot start", exc_info=exc)  # the traceback, for what is not ours
+    error = StartupError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+    error.__cause__ = exc
+    return error
+
+
+def _log_failure(bring_up: asyncio.Task[None]) -> None:
+    """Log once why the bring-up ended after the Llm was ready (the server stays up, unready)."""
+    exc = None if bring_up.cancelled() else bring_up.exception()
+    if exc is not None:
+        logger.error("the Llm's readiness is no longer followed: %s", exc, exc_info=exc)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The HTTP listening socket (as uvicorn binds it), or a StartupError naming the address."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's backlog
+        sock.set_inheritable(True)
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"HTTP cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
 
 
 class _ExcludePaths(logging.Filter):

@@ -66,12 +66,12 @@ def route_table(state: ServerState) -> list[Route]:
             Route("POST", "/checkpoint_prepare", engine_admin.checkpoint_prepare(engine)),
             Route("POST", "/checkpoint_restore", engine_admin.checkpoint_restore(engine)),
         ]
-        engine_core = state.config.engine_core
-        if engine_core is not None and engine_core.profiler_dir is not None:
-            routes += [
-                Route("POST", "/start_profile", engine_admin.start_profile(engine)),
-                Route("POST", "/stop_profile", engine_admin.stop_profile(engine)),
-            ]
+    engine_core = state.config.engine_core
+    if engine_core is not None and engine_core.profiler is not None:  # as vLLM: with a profiler
+        routes += [
+            Route("POST", "/start_profile", engine_admin.start_profile(engine)),
+            Route("POST", "/stop_profile", engine_admin.stop_profile(engine)),
+        ]
     if server.enable_runtime_lora:
         routes += [
             Route("POST", "/v1/load_lora_adapter", engine_lora.load(state, engine)),
