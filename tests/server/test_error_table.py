@@ -44,6 +44,7 @@ EXPECTED: dict[str, tuple[int | None, str, str | None]] = {
     "vllm_llm._errors.PromptTooLong": (400, "INVALID_ARGUMENT", "BadRequestError"),
     "vllm_llm._errors.TooManyMediaItems": (400, "INVALID_ARGUMENT", "BadRequestError"),
     "vllm_llm._errors.RemoteInvalidRequest": (400, "INVALID_ARGUMENT", "BadRequestError"),
+    "vllm_llm._errors.RemoteNotFound": (404, "NOT_FOUND", "NotFoundError"),
     "vllm_llm._errors.Unsupported": (400, "UNIMPLEMENTED", "BadRequestError"),
     "vllm_llm._errors.NoTokenizer": (501, "UNIMPLEMENTED", "NotImplementedError"),
     "vllm_remote_llm._errors.WireRevisionMismatch": (400, "UNIMPLEMENTED", "BadRequestError"),

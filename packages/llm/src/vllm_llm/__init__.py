@@ -10,6 +10,7 @@ from vllm_llm._errors import (
     PromptTooLong,
     Remote,
     RemoteInvalidRequest,
+    RemoteNotFound,
     Unavailable,
     Unsupported,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "PromptTooLong",
     "Remote",
     "RemoteInvalidRequest",
+    "RemoteNotFound",
     "RenderedChat",
     "TextChoice",
     "TextDelta",

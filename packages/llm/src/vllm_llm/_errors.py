@@ -6,6 +6,7 @@ LlmError
 ├── Unsupported(message)                   valid, but this Llm cannot do it
 ├── Unavailable(message)                   not now: starting, paused, draining, unreachable (503)
 ├── RemoteInvalidRequest(message)          a remote server said INVALID_ARGUMENT
+│   └── RemoteNotFound(message)            ... NOT_FOUND: it serves no such model or adapter (404)
 ├── Remote(code, message)                  a remote server failed otherwise
 └── EngineDead(message)                    the engine died; permanent
 """
@@ -69,6 +70,10 @@ class Unavailable(LlmError):
 
 class RemoteInvalidRequest(LlmError):
     """A remote server rejected the request as invalid."""
+
+
+class RemoteNotFound(RemoteInvalidRequest):
+    """A remote server serves no model or LoRA adapter of the name (and id) the request gives."""
 
 
 class Remote(LlmError):

@@ -2,6 +2,9 @@
 
 Status code            error
 INVALID_ARGUMENT    →  RemoteInvalidRequest   the server rejected the request
+NOT_FOUND           →  RemoteNotFound         the server serves no model or LoRA adapter of that name
+                                              and id (a worker that unloaded an adapter, or never
+                                              loaded it); like INVALID_ARGUMENT, not tried elsewhere
 UNIMPLEMENTED       →  Unsupported            the server's Llm cannot do it (round-trips the server's
                                               Unsupported, which it maps to UNIMPLEMENTED)
 UNAVAILABLE         →  Unavailable            not now: no worker serves, draining, unreachable
@@ -18,7 +21,7 @@ from collections.abc import Iterator
 
 import grpc
 
-from vllm_llm import LlmError, Remote, RemoteInvalidRequest, Unavailable, Unsupported
+from vllm_llm import LlmError, Remote, RemoteInvalidRequest, RemoteNotFound, Unavailable, Unsupported
 
 
 class WireRevisionMismatch(Unsupported):
@@ -38,6 +41,8 @@ def error_of_status(code: grpc.StatusCode, details: str | None) -> LlmError:
     message = details or f"the server failed with {code.name}"
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return RemoteInvalidRequest(message)
+    if code == grpc.StatusCode.NOT_FOUND:
+        return RemoteNotFound(message)
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return Unsupported(message)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

@@ -27,6 +27,7 @@ from vllm_llm import (
     NoTokenizer,
     Remote,
     RemoteInvalidRequest,
+    RemoteNotFound,
     Unavailable,
     Unsupported,
 )
@@ -124,6 +125,8 @@ ERROR_TABLE: dict[type[BaseException], ErrorRow] = {
     # The Llm layer's errors (PromptTooLong takes InvalidRequest's row).
     InvalidRequest: _BAD_REQUEST,
     RemoteInvalidRequest: _BAD_REQUEST,
+    # A worker serves no adapter of that name and id: 404 as vLLM, NOT_FOUND so it round-trips.
+    RemoteNotFound: ErrorRow(HTTPStatus.NOT_FOUND, grpc.StatusCode.NOT_FOUND, "NotFoundError"),
     # UNIMPLEMENTED on gRPC (not INVALID_ARGUMENT), so it round-trips through RemoteLlm as Unsupported.
     Unsupported: ErrorRow(HTTPStatus.BAD_REQUEST, grpc.StatusCode.UNIMPLEMENTED, "BadRequestError"),
     # A token-only Llm asked for text: the server's configuration, not the request, is at fault.

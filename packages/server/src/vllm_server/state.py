@@ -2,11 +2,15 @@
 
 The text and chat layers need the Llm's info (its tokenizer), so they exist once the Llm is ready;
 until then `text()` / `chat()` raise `Unavailable` (HTTP 503).
+
+Over a provided Llm that can re-read its info (a router's `RemoteLlm`), the LoRA adapters served are
+the workers' as last read: re-read on a request for a model not known yet, on each model list and in the
+background, one read at a time, each caller served by a read that started after it asked
+(`vllm_server.fresh_read` says why that and not a time window).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,14 +20,12 @@ from vllm_llm import ChatLlm, EngineCoreLlm, Llm, TextLlm, Unavailable
 from vllm_llm.watch import Watch, WatchSender
 from vllm_llm.wire import LlmInfo, LoraAdapter
 from vllm_server.config import FrontendConfig, LoraModule, ServerConfig
+from vllm_server.fresh_read import FreshRead
 from vllm_server.load import LoadCounter
 from vllm_server.metrics import Metrics
 
 if TYPE_CHECKING:
     from vllm_llm.multimodal import MultiModalOptions
-
-#: A router re-reads its workers' LoRA adapters at most this often (seconds) on demand.
-ADAPTER_REFRESH_MIN_INTERVAL = 1.0
 
 
 @dataclass
@@ -42,7 +44,7 @@ class ServerState:
     _chat: ChatLlm | None = None
     _names: tuple[str, ...] = ()
     _draining: bool = False
-    _adapters_read: float = -ADAPTER_REFRESH_MIN_INTERVAL
+    _adapter_reads: FreshRead[None] | None = None
     _ready: WatchSender[bool] = field(default_factory=lambda: WatchSender(False))
 
     # ---- the text and chat layers ---------------------------------------------------------------
@@ -77,7 +79,6 @@ class ServerState:
         info = self.llm.info()
         if self.engine is None:
             self.adopt_adapters(info)
-            self._adapters_read = time.monotonic()
         self._names = server.served_model_name or (info.served_model_name,)
         self.metrics.model_name = self._names[0]
 
@@ -141,18 +142,18 @@ class ServerState:
         }
 
     async def refresh_adapters(self) -> bool:
-        """Re-read a provided Llm's adapters (RemoteLlm: its workers' Info), at most once per
-        `ADAPTER_REFRESH_MIN_INTERVAL` seconds; whether they were read."""
+        """Re-read a provided Llm's adapters (RemoteLlm: a worker's Info) in a read that started after this
+        call, shared with every caller waiting meanwhile; whether this Llm's adapters can be re-read."""
         refresh = getattr(self.llm, "refresh_info", None)
-        now = time.monotonic()
-        if (
-            self.engine is not None
-            or refresh is None
-            or now - self._adapters_read < ADAPTER_REFRESH_MIN_INTERVAL
-        ):
+        if self.engine is not None or refresh is None:
             return False
-        self._adapters_read = now
-        self.adopt_adapters(await refresh())
+        if self._adapter_reads is None:
+
+            async def read() -> None:
+                self.adopt_adapters(await refresh())
+
+            self._adapter_reads = FreshRead(read)
+        await self._adapter_reads.read()
         return True
 
     def check_accepting(self) -> None:

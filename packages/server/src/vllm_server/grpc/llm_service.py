@@ -8,6 +8,13 @@ extension type other than the tensor's) end the call with INVALID_ARGUMENT befor
 
 A cancelled call (client cancel, disconnect, deadline, or the server stopping after its grace) closes
 the Llm stream in `finally`, which aborts the request.
+
+A request (Generate or GenerateMux) that names a LoRA adapter must name one the server serves, by name and
+id as its `Info` lists them, else it ends with NOT_FOUND (`RemoteNotFound`, a 404 at a router) before
+it reaches the Llm. A router resolves adapters from a worker's Info read earlier: an adapter unloaded
+since, one another worker loaded, or the same name under another id. Passed on, a vLLM engine would load
+the adapter from the request's path on its own (served after its unload, and left in the engine under
+an id the worker hands the next adapter it loads, which would then run with these weights).
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from typing import Any
 import grpc
 import msgspec
 
-from vllm_llm import InvalidRequest, Llm, Unavailable
+from vllm_llm import GenerateStream, InvalidRequest, Llm, Unavailable
+from vllm_llm.delegating import DelegatingLlm
 from vllm_llm.wire import (
     METHODS,
     SERVICE_NAME,
@@ -34,6 +42,7 @@ from vllm_llm.wire import (
     encode,
 )
 from vllm_remote_llm.protocol import ACCEPTED_METADATA
+from vllm_server.errors import NotFound
 from vllm_server.grpc.guarded import Undecodable, guarded_deserializer, method_handler
 from vllm_server.grpc.mux import MuxSession
 from vllm_server.grpc.status import ServicerContext, abort_call
@@ -56,10 +65,10 @@ class LlmService:
         *,
         max_message_bytes: int = 64 << 20,
     ) -> None:
-        self._llm = llm
+        self._info = info or llm.info
+        self._llm = _ServedAdaptersOnly(llm, self._info)
         #: The server's send limit: a GenerateMux message of many outputs is split to stay under it.
         self._max_message_bytes = max_message_bytes
-        self._info = info or llm.info
         #: The server's metrics: a routed request counts on the worker that ran it.
         self._metrics = metrics
         self._draining = False
@@ -181,3 +190,24 @@ def _method_handler(
         serializer=_encoded if method.streaming == "bidi" else encode,
         service=SERVICE_NAME,
     )
+
+
+class _ServedAdaptersOnly(DelegatingLlm):
+    """Forwards to `inner` the requests whose LoRA adapter, if any, `info` lists by name and id."""
+
+    def __init__(self, inner: Llm, info: Callable[[], LlmInfo]) -> None:
+        super().__init__(inner)
+        self._served_info = info
+
+    async def generate(self, request: GenerateRequest) -> GenerateStream:
+        """`NotFound` for an adapter this server does not serve (under that id), else the inner Llm's."""
+        lora = request.lora_request
+        if lora is not None:
+            served = self._served_info().lora_adapters or ()
+            if not any(a.name == lora.lora_name and a.lora_int_id == lora.lora_int_id for a in served):
+                raise NotFound(
+                    f"The model `{lora.lora_name}` does not exist: this server serves no LoRA adapter of "
+                    f"that name with id {lora.lora_int_id}.",
+                    param="model",
+                )
+        return await self.inner.generate(request)
