@@ -53,16 +53,15 @@ gen: setup
 check-gen: setup
 	$(BIN)/wire-codegen gen --check
 
-# Against the previous commit; against HEAD while the spec has uncommitted changes.
+# Every commit that changed the spec against its parent, then the working tree against HEAD
+# (wire_codegen.history); AGAINST=rev compares the spec with that one revision instead.
 compat: setup
-	@against="$(AGAINST)"; \
-	if [ -z "$$against" ]; then \
-	  if git diff --quiet HEAD -- spec/llm.yaml 2>/dev/null; then against=HEAD~1; else against=HEAD; fi; \
-	  if ! git rev-parse --verify --quiet "$$against^{commit}" >/dev/null; then \
-	    echo "compat: no commit $$against to compare with; nothing to check"; exit 0; fi; \
-	fi; \
-	echo "compat: spec/llm.yaml against $$against"; \
-	$(BIN)/wire-codegen compat --against "$$against"
+ifeq ($(AGAINST),)
+	@$(BIN)/wire-codegen compat --history
+else
+	@echo "compat: spec/llm.yaml against $(AGAINST)"
+	@$(BIN)/wire-codegen compat --against "$(AGAINST)"
+endif
 
 lint: setup
 	$(BIN)/ruff check .

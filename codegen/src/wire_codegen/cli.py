@@ -2,7 +2,9 @@
 
 `gen` writes every generated file: from spec/llm.yaml the wire package, the client stub, the compat
 rules and docs/wire.md; from spec/proto/ the public gRPC API's protobuf modules.
-Exit codes: 0 fine, 1 stale generated files (`gen --check`), 2 usage, spec or protoc error,
+`compat --history` judges every commit that changed the spec against its parent (`history`).
+Exit codes: 0 fine, 1 stale generated files (`gen --check`), 2 usage, spec, git or protoc error,
+3 a step of the history that could not be checked (`compat --history` in a shallow clone),
 100 breaking changes (`compat`).
 """
 
@@ -11,12 +13,13 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from wire_codegen.compat import Finding, is_breaking, lint
+from wire_codegen.git import GitError, Repo
+from wire_codegen.history import Judge, Step, walk
 from wire_codegen.loader import SpecError, load_spec, load_spec_text
 from wire_codegen.model import Spec
 from wire_codegen.protos import ProtocError, orphans, render_protos
@@ -25,6 +28,7 @@ from wire_codegen.render import render
 EXIT_OK = 0
 EXIT_STALE = 1
 EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3
 EXIT_BREAKING = 100
 DEFAULT_SPEC = "spec/llm.yaml"
 
@@ -41,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (UsageError, ProtocError) as exc:
+    except (UsageError, GitError, ProtocError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -61,6 +65,11 @@ def _parser() -> argparse.ArgumentParser:
     base = compat.add_mutually_exclusive_group(required=True)
     base.add_argument("--base", help="the base spec file")
     base.add_argument("--against", metavar="GIT_REV", help="read the base with `git show REV:<spec>`")
+    base.add_argument(
+        "--history",
+        action="store_true",
+        help="every commit that changed the spec against its parent, then the working tree against HEAD",
+    )
     compat.add_argument("--format", choices=("text", "json", "github"), default="text")
     compat.add_argument(
         "--verify",
@@ -127,6 +136,8 @@ def _display(path: Path, root: Path) -> str:
 
 
 def _cmd_compat(args: argparse.Namespace) -> int:
+    if args.history:
+        return _cmd_history(args)
     new = load_spec(args.spec)
     if args.base is not None:
         base = load_spec(args.base)
@@ -139,30 +150,84 @@ def _cmd_compat(args: argparse.Namespace) -> int:
             )
             return EXIT_OK
         base = load_spec_text(text, f"{args.against}:{args.spec}")
-    findings = lint(base, new)
-    if args.verify:
-        from wire_codegen.verify import verify
-
-        findings.extend(verify(base, new))
+    findings = _judge(args.verify)(base, new)
     _report(findings, args.format, base, new)
     return EXIT_BREAKING if is_breaking(findings) else EXIT_OK
 
 
+def _judge(verify: bool) -> Judge:
+    """The linter, followed by the msgspec cross-decoding check with --verify."""
+    if not verify:
+        return lint
+    from wire_codegen.verify import verify as cross_decode
+
+    return lambda base, new: [*lint(base, new), *cross_decode(base, new)]
+
+
 def _git_show(rev: str, spec: Path) -> str | None:
     """The spec's text at `rev`, None if the file does not exist there."""
-    directory = spec.resolve().parent
-    top = _git(["rev-parse", "--show-toplevel"], directory)
-    if top is None:
-        raise UsageError("--against needs a git checkout")
-    if _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], directory) is None:
+    try:
+        repo = Repo.containing(spec)
+    except GitError as exc:
+        raise UsageError("--against needs a git checkout") from exc
+    sha = repo.commit(rev)
+    if sha is None:
         raise UsageError(f"unknown git revision {rev!r}")
-    rel = spec.resolve().relative_to(Path(top.strip()).resolve()).as_posix()
-    return _git(["show", f"{rev}:{rel}"], directory)
+    return repo.file_at(sha, repo.relative(spec))
 
 
-def _git(args: list[str], cwd: Path) -> str | None:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    return proc.stdout if proc.returncode == 0 else None
+def _cmd_history(args: argparse.Namespace) -> int:
+    if args.format != "text":
+        raise UsageError("compat --history prints text only")
+    spec = Path(args.spec)
+    try:
+        repo = Repo.containing(spec)
+    except GitError as exc:
+        raise UsageError("--history needs a git checkout") from exc
+    steps = walk(repo, spec, _judge(args.verify))
+    for step in steps:
+        print(_step_line(step))
+        for f in step.findings:
+            if f.severity != "info":
+                print(f"    {f.severity:8} {f.rule:22} {f.path}: {f.message}")
+        if step.kind == "cut":
+            print(
+                f"error: cannot check {step.commit}: its parent is not in this clone (shallow history);"
+                " run `git fetch --unshallow` to check every step",
+                file=sys.stderr,
+            )
+    return _history_verdict(steps, repo.relative(spec))
+
+
+def _step_line(step: Step) -> str:
+    """One line per step: commit, revisions, outcome."""
+    head = f"{step.commit} against {step.parent}" if step.merge else step.commit
+    if step.kind == "created":
+        return f"{head} revision {step.revision}: creates the spec, nothing to compare"
+    if step.kind == "cut":
+        return f"{head} revision {step.revision}: NOT CHECKED, its parent is not in this clone"
+    if step.kind == "removed":
+        return f"{head} revision {step.base_revision} -> none: BREAKING, the spec was removed"
+    outcome = f"BREAKING ({sum(f.severity == 'error' for f in step.findings)} error(s))"
+    if not step.breaking:
+        accepted = sum(f.severity == "accepted" for f in step.findings)
+        outcome = f"OK ({accepted} declared break(s))" if accepted else "OK"
+        if not step.findings:
+            outcome += " (no wire change)"
+    return f"{head} revision {step.base_revision} -> {step.revision}: {outcome}"
+
+
+def _history_verdict(steps: list[Step], rel: str) -> int:
+    """The summary line and the exit code: a break first, then a step that could not be checked."""
+    checked = sum(s.kind == "checked" for s in steps)
+    breaking = sum(s.breaking for s in steps)
+    cut = sum(s.kind == "cut" for s in steps)
+    code = EXIT_BREAKING if breaking else EXIT_INCOMPLETE if cut else EXIT_OK
+    verdict = {EXIT_BREAKING: "BREAKING", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_OK: "compatible"}[code]
+    print(
+        f"{rel}: {len(steps)} step(s), {checked} checked, {breaking} breaking, {cut} not checkable: {verdict}"
+    )
+    return code
 
 
 def _report(findings: list[Finding], fmt: str, base: Spec, new: Spec) -> None:
