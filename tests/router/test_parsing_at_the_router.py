@@ -143,6 +143,31 @@ async def test_streamed_tool_call_deltas_assemble_to_the_same_calls(routed: Rout
     assert all(str(c["id"]).startswith("chatcmpl-tool-") for c in calls.values())
 
 
+async def test_a_streamed_stop_string_does_not_split_the_end_of_thinking(routed: Routed) -> None:
+    """A stop string holds text back; the router's reasoning parser (keyed on token ids) still reads
+    `</think>` whole, so the thinking and the content split where the marker is."""
+    tokenizer = TextTokenizer.from_dir(Path(routed.mock.info().tokenizer))
+    routed.mock.script = tokenizer.encode("<think>Short.</think>Hello world, bye.", add_special_tokens=False)
+    stream = await routed.client.chat.completions.create(
+        model="tiny", messages=MESSAGES, max_tokens=50, stop=["world"], stream=True
+    )
+    reasoning, content, finish = "", "", []
+    async for chunk in stream:
+        for choice in chunk.choices:
+            reasoning += (choice.delta.model_extra or {}).get("reasoning") or ""
+            content += choice.delta.content or ""
+            if choice.finish_reason is not None:
+                finish.append((choice.finish_reason, (choice.model_extra or {}).get("stop_reason")))
+    assert reasoning.removeprefix("<think>") == "Short."  # "<think>" kept when deltas coalesce (above)
+    assert content == "Hello "
+    assert finish == [("stop", "world")]
+    whole = await routed.client.chat.completions.create(
+        model="tiny", messages=MESSAGES, max_tokens=50, stop=["world"]
+    )
+    assert (whole.choices[0].message.model_extra or {})["reasoning"] == "Short."
+    assert whole.choices[0].message.content == "Hello "
+
+
 async def test_include_reasoning_false_and_one_call_when_parallel_calls_are_off(routed: Routed) -> None:
     response = await routed.client.chat.completions.create(
         model="tiny",

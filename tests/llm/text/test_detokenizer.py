@@ -107,6 +107,68 @@ def test_earliest_stop_string_wins(tokenizer: TextTokenizer) -> None:
     assert tokenizer.decode(mine.token_ids) == " the cat"
 
 
+@pytest.mark.parametrize("options", [o for o in STOP_SETS if "stop" in o], ids=str)
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_token_steps_are_the_deltas_without_stop_strings(
+    options: dict[str, Any], chunk: int, tokenizer: TextTokenizer
+) -> None:
+    """While stop strings hold text back, the released steps are the (text, ids) deltas the same updates
+    give without stop strings, each released once its text is (the last one cut at the stop string)."""
+    plain_options = {k: v for k, v in options.items() if k not in ("stop", "include_stop_str_in_output")}
+    for tokens in token_streams():
+        mine = ours(tokenizer, PROMPT, options)
+        plain = ours(tokenizer, PROMPT, plain_options)
+        expected: list[tuple[str, list[int]]] = []
+        steps: list[tuple[str, list[int]]] = []
+        sent = ""
+        for start in range(0, len(tokens), chunk):
+            new = tokens[start : start + chunk]
+            finished = start + chunk >= len(tokens)
+            stop = mine.update(new, stop_terminated=False)
+            plain.update(new, stop_terminated=False)
+            expected.append((plain.next_text(False), new))
+            finished = finished or stop is not None
+            sent += mine.next_text(finished)
+            released = mine.next_token_steps(finished)
+            if mine.stop_buffer_length == 0:
+                assert released is None
+                break
+            assert released is not None
+            steps += released
+            assert sent.startswith("".join(t for t, _ in steps))  # never ahead of the text
+            if finished:
+                break
+        if mine.stop_buffer_length == 0:
+            continue
+        assert len(steps) == len(expected)
+        assert steps[:-1] == expected[:-1]
+        assert "".join(t for t, _ in steps) == mine.output_text
+        assert [t for _, ids in steps for t in ids] == mine.token_ids
+
+
+def test_a_token_held_back_in_part_is_held_back_whole(tokenizer: TextTokenizer) -> None:
+    """`</think>` (one token) is released with its id only once all of its text is."""
+    ids = tokenizer.encode("<think>Short.</think>Hello world, bye.", add_special_tokens=False)
+    end_think = tokenizer.encode("</think>", add_special_tokens=False)
+    assert len(end_think) == 1
+    mine = ours(tokenizer, PROMPT, {"stop": ["world"]})
+    for token in ids:
+        stop = mine.update([token], stop_terminated=False)
+        finished = stop is not None
+        text = mine.next_text(finished)
+        steps = mine.next_token_steps(finished)
+        assert steps is not None
+        for step_text, step_ids in steps:
+            if step_ids == end_think:
+                assert step_text == "</think>"
+        if token == end_think[0]:
+            assert text.endswith("</th")  # vLLM's delta: this text with the whole token's id
+            assert all(step_ids != end_think for _, step_ids in steps)
+        if finished:
+            break
+    assert mine.output_text == "<think>Short.</think>Hello "
+
+
 def rows_for(rng: random.Random, n: int, k: int) -> list[tuple[list[int], list[float], int]]:
     rows = []
     for _ in range(n):

@@ -3,14 +3,14 @@
 Per wire output, as vLLM's OutputProcessor.process_outputs: detokenize and check stop strings (a stop
 string finishes the choice with stop_reason = the string and trims the surplus tokens and logprob rows),
 then turn logprob rows into `TokenLogprobs`, then take the new text (held back while a stop string could
-still be forming).
+still be forming) and, while text is held back, the steps whose text is released whole (for the parsers).
 """
 
 from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from vllm_llm._text_detokenizer import IncrementalDetokenizer
+from vllm_llm._text_detokenizer import IncrementalDetokenizer, TokenStep
 from vllm_llm._text_logprobs import LogprobsProcessor, TokenLogprobs
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.wire import FinishReason, GenerateOutput, GenerateRequest
@@ -40,6 +40,7 @@ class ChoiceStep(NamedTuple):
     prompt_logprobs: list[TokenLogprobs | None] | None
     num_cached_tokens: int | None
     first: bool
+    token_steps: list[TokenStep] | None
 
 
 class Choice:
@@ -107,4 +108,5 @@ class Choice:
             prompt_logprobs=prompt_logprobs,
             num_cached_tokens=info.num_cached_tokens if info is not None else None,
             first=first,
+            token_steps=self.detokenizer.next_token_steps(self.finished),
         )

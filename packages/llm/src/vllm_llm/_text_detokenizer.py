@@ -5,23 +5,38 @@ stop-terminated step (eos or a stop token id) does not detokenize its last token
 `include_stop_str_in_output`; stop strings are checked only once more than `min_tokens` tokens exist; on a
 match the tokens after the one completing the stop string are dropped and the text is cut; until finished,
 `max(len(stop)) - 1` chars are held back when stop strings are excluded from the output.
+
+That hold-back cuts text, not tokens: a delta's text may end inside a token its ids already hold. A parser
+keyed on token ids (a reasoning parser's `</think>`) must read the text and ids of the same tokens, so
+`next_token_steps` also releases the output step by step (one step per `update`), each step once its whole
+text is released: the parser reads the steps it would read without a stop string, later. (vLLM hands its
+parsers the cut text with every new id, and its id-keyed parsers split the marker.)
 """
 
 from __future__ import annotations
 
 import logging
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from tokenizers.decoders import DecodeStream
 
 from vllm_llm._text_stop import check_stop_strings
 from vllm_llm._text_tokenizer import TextTokenizer
 
-__all__ = ["IncrementalDetokenizer"]
+__all__ = ["IncrementalDetokenizer", "TokenStep"]
 
 _INVALID_PREFIX = "Invalid prefix encountered"
 _log = logging.getLogger(__name__)
+
+
+class TokenStep(NamedTuple):
+    """The tokens of one engine output and exactly their text."""
+
+    text: str
+    token_ids: list[int]
 
 
 class IncrementalDetokenizer:
@@ -48,6 +63,10 @@ class IncrementalDetokenizer:
         self.token_ids: list[int] = []
         self.output_text = ""
         self._sent = 0
+        # (tokens, chars) at the end of each update not yet released as a step; kept only while text is
+        # held back (else the steps are the deltas themselves).
+        self._steps: deque[tuple[int, int]] | None = deque() if self.stop_buffer_length else None
+        self._step_sent = (0, 0)
         self._skip_special_tokens = skip_special_tokens
         self._stream = DecodeStream(ids=list(prompt_token_ids), skip_special_tokens=skip_special_tokens)
         # As vLLM: skipping special tokens implies spaces between them (nothing to space).
@@ -79,6 +98,8 @@ class IncrementalDetokenizer:
             self.token_ids.append(skipped)
             if offsets is not None:
                 offsets.append(len(self.output_text))
+        if self._steps is not None:
+            self._steps.append((len(self.token_ids), len(self.output_text)))
         if offsets is None or len(self.token_ids) <= self.min_tokens:
             return None
         check_from = offsets[max(self.min_tokens - num_prev, 0)]
@@ -104,6 +125,22 @@ class IncrementalDetokenizer:
             self._sent = length
             return text
         return ""
+
+    def next_token_steps(self, finished: bool) -> list[TokenStep] | None:
+        """The steps not yet returned whose text is released whole (all of them once finished, cut where
+        a stop string cut the output); None when no text is held back (the deltas are the steps)."""
+        steps = self._steps
+        if steps is None:
+            return None
+        released = []
+        limit = len(self.output_text) - self.stop_buffer_length
+        while steps and (finished or steps[0][1] <= limit):
+            tokens, chars = steps.popleft()
+            tokens, chars = min(tokens, len(self.token_ids)), min(chars, len(self.output_text))
+            sent_tokens, sent_chars = self._step_sent
+            released.append(TokenStep(self.output_text[sent_chars:chars], self.token_ids[sent_tokens:tokens]))
+            self._step_sent = (tokens, chars)
+        return released
 
     def _decode_next(self, token: int) -> str:
         text = self._step(token)

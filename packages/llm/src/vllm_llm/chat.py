@@ -37,6 +37,7 @@ from vllm_llm._text_content_format import detect_content_format
 from vllm_llm._text_lowering import truncate_prompt
 from vllm_llm.parsers import (
     ChatParser,
+    MessageDelta,
     NamedToolChoice,
     ParsedCall,
     ToolCallDelta,
@@ -44,6 +45,7 @@ from vllm_llm.parsers import (
     random_tool_call_id,
 )
 from vllm_llm.text import (
+    TextDelta,
     TextLlm,
     TextRequest,
     TextSamplingParams,
@@ -280,6 +282,22 @@ class _ChoiceParse:
         self.parser = parser
         self.tools_streamed = False
 
+    def feed(self, d: TextDelta) -> MessageDelta | None:
+        """Parse one text delta. While a stop string holds text back, the parser reads the released
+        steps instead (whole tokens: an id-keyed `</think>` arrives with its text), joined as one delta."""
+        finished = d.finish_reason is not None
+        if d.token_steps is None:
+            return self.parser.feed(d.text, d.token_ids, finished=finished)
+        if not d.token_steps:
+            return self.parser.feed("", [], finished=True) if finished else None
+        last = len(d.token_steps) - 1
+        return _joined(
+            [
+                self.parser.feed(text, ids, finished=finished and i == last)
+                for i, (text, ids) in enumerate(d.token_steps)
+            ]
+        )
+
 
 class ChatStream:
     """The deltas of one chat request; closing it aborts what is left."""
@@ -345,7 +363,7 @@ class ChatStream:
         parse = self._parse_of(d.index) if self.parse_deltas else None
         if parse is None:
             return delta
-        parsed = parse.parser.feed(d.text, d.token_ids, finished=d.finish_reason is not None)
+        parsed = parse.feed(d)
         delta.content = parsed.content if parsed is not None else None
         delta.reasoning = parsed.reasoning if parsed is not None else None
         calls = parsed.tool_calls if parsed is not None else []
@@ -645,6 +663,31 @@ class ChatLlm:
         if request.add_generation_prompt or not request.messages:
             return self._response_role
         return request.messages[-1].role
+
+
+def _joined(deltas: list[MessageDelta | None]) -> MessageDelta | None:
+    """Parsed steps as one delta: content and reasoning joined, one tool-call piece per call index."""
+    parts = [d for d in deltas if d is not None]
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    calls: dict[int, ToolCallDelta] = {}  # fresh pieces: a parser may keep the ones it returned
+    for piece in (c for d in parts for c in d.tool_calls):
+        into = calls.setdefault(piece.index, ToolCallDelta(index=piece.index))
+        into.id = into.id if into.id is not None else piece.id
+        into.name = into.name if into.name is not None else piece.name
+        if piece.arguments is not None:
+            into.arguments = (into.arguments or "") + piece.arguments
+    return MessageDelta(
+        content=_joined_text([d.content for d in parts]),
+        reasoning=_joined_text([d.reasoning for d in parts]),
+        tool_calls=list(calls.values()),
+    )
+
+
+def _joined_text(texts: list[str | None]) -> str | None:
+    """The pieces joined; None when every piece is None."""
+    given = [t for t in texts if t is not None]
+    return "".join(given) if given else None
 
 
 def _reasoning_ended(

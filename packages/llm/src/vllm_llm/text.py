@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 from vllm_llm._errors import NoTokenizer
 from vllm_llm._interface import Llm
 from vllm_llm._text_choice import Choice, ChoiceStep, FinishReasonName
+from vllm_llm._text_detokenizer import TokenStep
 from vllm_llm._text_fanout import FanOut
 from vllm_llm._text_logprobs import LogprobCandidate, TokenLogprobs
 from vllm_llm._text_lowering import lower_request, truncate_prompt
@@ -40,6 +41,7 @@ __all__ = [
     "TextTokenizer",
     "TextUsage",
     "TokenLogprobs",
+    "TokenStep",
     "TokenizerSource",
 ]
 
@@ -76,6 +78,11 @@ class TextDelta(msgspec.Struct, kw_only=True):
     kv_transfer_params: dict[str, Any] | None = None
     usage: TextUsage | None = None
     """Only on the last delta of the stream."""
+    token_steps: list[TokenStep] | None = None
+    """While stop strings hold text back (`text` may then end inside a token `token_ids` holds): the engine
+    outputs whose text this delta releases whole, each as its token ids with exactly their text; what a
+    parser keyed on token ids reads, in the steps it reads without a stop string. None: the delta's own
+    `text` and `token_ids` are that step."""
 
 
 class TextChoice(msgspec.Struct, kw_only=True):
@@ -157,6 +164,7 @@ class TextStream:
             prompt_logprobs=step.prompt_logprobs,
             num_cached_tokens=step.num_cached_tokens,
             kv_transfer_params=kv if step.finish_reason is not None else None,
+            token_steps=step.token_steps,
         )
         if step.finish_reason is not None:
             self._open -= 1
