@@ -13,7 +13,9 @@ vLLM runs the model code in processes of its own: the engine core and its worker
 vllm.model_executor.models.registry`` in a subprocess. None of them inherits an import hook, so
 :func:`child_environment` puts the ``_startup`` directory (one ``sitecustomize.py`` that calls
 :func:`install`) on ``PYTHONPATH``; every interpreter started from that environment installs the
-hook before it imports anything else.
+hook before it imports anything else. The same start-up hook runs the parent-death watch
+(``vllm_llm._parent_watch``), so :func:`install_for_children` puts the directory there whether or not
+torchvision is missing.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def child_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def install_for_children() -> None:
-    """Install the hook here and in every process this one starts from now on."""
+    """Install the hook here, and run the start-up hook in every process this one starts from now on
+    (it installs the import hook where torchvision is missing, and watches this process)."""
     install()
-    if needed():
-        os.environ["PYTHONPATH"] = child_environment()["PYTHONPATH"]
+    os.environ["PYTHONPATH"] = child_environment()["PYTHONPATH"]

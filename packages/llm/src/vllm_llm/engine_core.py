@@ -108,9 +108,11 @@ class EngineCoreLlm(Llm):
         from vllm.v1.executor.abstract import Executor
 
         from vllm_llm._engine_info import llm_info
+        from vllm_llm._parent_watch import announce_parent
         from vllm_llm._vision_compat import install_for_children
 
-        install_for_children()  # vLLM's vision models import a torchvision-only module (see there)
+        install_for_children()  # the start-up hook in vLLM's spawned interpreters (see there)
+        announce_parent()  # which ends an engine core whose frontend died (see there)
         vllm_config = self.settings.engine_config()
         executor_class = Executor.get_class(vllm_config)
         client = EngineCoreClient.make_async_mp_client(vllm_config, executor_class, self.settings.log_stats)
