@@ -6,6 +6,10 @@ by `Frontend.start`, which learns its ports from the line the server logs once i
 on ephemeral ports and `restart` on the same ones. Every process leads its own process group, so `stop`
 and `kill` reach what it started too (a worker's engine-core processes); its output (stdout and stderr)
 is kept in `log` and, given a `log_path`, written there.
+
+`stop` ends whatever is left and says how the process exited; a test that means "it drains and exits
+cleanly" signals the process and then awaits `exits_cleanly`, which fails (with the log's tail) on a
+non-zero exit, on a process that had to be killed, and on one that left a process of its group behind.
 """
 
 from __future__ import annotations
@@ -160,16 +164,57 @@ class ServerProcess:
         self._signal_group(signal.SIGKILL)
         await self.wait()
 
-    async def stop(self, grace: float = 60) -> None:
-        """SIGCONT (if it is stopped) and SIGTERM its group, SIGKILL after `grace` s; a no-op once exited."""
-        if self.proc is None or self.proc.returncode is not None:
-            return
-        self._signal_group(signal.SIGCONT)
-        self._signal_group(signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), grace)
-        self._signal_group(signal.SIGKILL)  # what is left: all of it after `grace`, else stray children
-        await self.wait()
+    async def stop(self, grace: float = 60) -> int | None:
+        """SIGCONT (if it is stopped) and SIGTERM its group, SIGKILL after `grace` s; its exit code (negative:
+        the signal that ended it; None: never started). Once it exited: SIGKILL what it left behind."""
+        if self.proc is None:
+            return None
+        if self.proc.returncode is None:
+            self._signal_group(signal.SIGCONT)
+            self._signal_group(signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), grace)
+            self._signal_group(signal.SIGKILL)  # what is left: all of it after `grace`, else stray children
+        elif self.processes_left():  # (a group with no process left may be another one's by now)
+            self._signal_group(signal.SIGKILL)
+        return await self.wait()
+
+    async def exits_cleanly(self, within: float) -> None:
+        """Assert that it exits 0 within `within` s (of having been asked to: SIGTERM, SIGINT) and leaves no
+        process of its group behind (a worker's engine core); else kill the group and raise
+        AssertionError with the log's tail."""
+        assert self.proc is not None
+        proc = self.proc
+
+        async def exited() -> bool:  # not `proc.wait()`: that also waits for every holder of its stdout
+            return proc.returncode is not None
+
+        try:
+            await until(exited, within=within, what=f"{self.name} exiting")
+        except AssertionError:
+            await self.kill()
+            raise AssertionError(
+                f"{self.name} did not exit within {within} s: killed; its log ends:\n{self.log_tail()}"
+            ) from None
+
+        async def alone() -> bool:
+            return not self.processes_left()
+
+        try:
+            await until(alone, within=within, what=f"the processes {self.name} started ending")
+        except AssertionError:
+            left = _describe(self.processes_left())
+            await self.kill()
+            raise AssertionError(
+                f"{self.name} exited {proc.returncode} but left {left} running: killed; its log ends:\n"
+                + self.log_tail()
+            ) from None
+        code = await self.wait()
+        assert code == 0, f"{self.name} exited {code}; its log ends:\n{self.log_tail()}"
+
+    def processes_left(self) -> list[int]:
+        """The live processes of its group (it, and what it started that is still running), from /proc."""
+        return group_processes(self.pid)
 
     def _signal_group(self, sig: Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -292,6 +337,36 @@ async def answers_200(base_url: str, path: str) -> bool:
         return False
     finally:
         writer.close()
+
+
+def group_processes(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (zombies are dead: only their parent's wait is left)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        fields = _stat_fields(stat)
+        if fields is not None and fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
+def process_name(pid: int) -> str | None:
+    """The name of process `pid` (its `comm`, e.g. `VLLM::EngineCor`; a zombie has one), None once reaped."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def _stat_fields(stat: Path) -> list[str] | None:
+    """The fields of a /proc/PID/stat after the command name (state, ppid, pgrp, ...); None if gone."""
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _describe(pids: Sequence[int]) -> str:
+    return ", ".join(f"{pid} ({process_name(pid)})" for pid in pids) or "nothing"
 
 
 def _open_log(path: Path, *, append: bool) -> BinaryIO:

@@ -18,6 +18,7 @@ from vllm_server.http.anthropic import (
     message_response,
 )
 from vllm_server.http.anthropic.request import ThinkingDisabled
+from vllm_server.http.disconnect import unless_disconnected
 from vllm_server.http.openai import base_request_id, decode_body, event_stream, json_response, session_header
 from vllm_server.http.route import Handler
 from vllm_server.request_checks import vllm_wording
@@ -79,8 +80,8 @@ def create_message(state: ServerState) -> Handler:
         if body.streaming:
             output = MessageStream(stream, message_id=request_id, model=model.name, metrics=metrics)
             return event_stream(output.frames())
-        return json_response(
-            await message_response(stream, message_id=request_id, model=model.name, metrics=metrics)
+        return await unless_disconnected(
+            raw, message_response(stream, message_id=request_id, model=model.name, metrics=metrics)
         )
 
     return _anthropic_errors(create_message)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import Request, Response
 
 from vllm_llm import TextLlm, TextRequest, TextStream
+from vllm_server.http.disconnect import unless_disconnected
 from vllm_server.http.openai import (
     GenerateBody,
     RawTokenStream,
@@ -17,7 +18,6 @@ from vllm_server.http.openai import (
     base_request_id,
     decode_body,
     event_stream,
-    json_response,
 )
 from vllm_server.http.route import Handler
 from vllm_server.request_checks import vllm_wording
@@ -49,7 +49,7 @@ def generate(state: ServerState) -> Handler:
         )
         if body.stream:
             return event_stream(output.frames())
-        return json_response(await output.response())
+        return await unless_disconnected(raw, output.response())
 
     return generate
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
+from vllm_server.http.disconnect import unless_disconnected
 from vllm_server.http.openai import (
     ChatCompletionRequest,
     ChatOutput,
@@ -11,7 +12,6 @@ from vllm_server.http.openai import (
     base_request_id,
     decode_body,
     event_stream,
-    json_response,
     session_header,
 )
 from vllm_server.http.route import Handler
@@ -49,6 +49,6 @@ def create_chat_completion(state: ServerState) -> Handler:
         )
         if body.streaming:
             return event_stream(output.frames(), options.sse_keep_alive_interval)
-        return json_response(await output.response())
+        return await unless_disconnected(raw, output.response())
 
     return create_chat_completion

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
+from vllm_server.http.disconnect import unless_disconnected
 from vllm_server.http.openai import (
     ServingOptions,
     base_request_id,
     decode_body,
     event_stream,
-    json_response,
     session_header,
 )
 from vllm_server.http.responses import ResponsesOutput, ResponsesRequest, resolve_tool_choice
@@ -52,6 +52,6 @@ def create_response(state: ServerState) -> Handler:
         )
         if body.streaming:
             return event_stream(output.frames(), options.sse_keep_alive_interval)
-        return json_response(await output.response())
+        return await unless_disconnected(raw, output.response())
 
     return create_response
