@@ -24,9 +24,6 @@ if TYPE_CHECKING:
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 # vLLM's stats line every 2 s instead of 10, from our workers and vLLM's servers (test_engine_stat_log.py)
 os.environ.setdefault("VLLM_LOG_STATS_INTERVAL", "2")
-# gRPC ring_hash reads its request-hash header only with this set before the first channel (what a
-# `--routing prefix` router sets for itself); the router tests build their channels in this process.
-os.environ.setdefault("GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY", "true")
 
 
 @pytest.fixture(scope="session")

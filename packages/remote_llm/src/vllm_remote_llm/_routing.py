@@ -19,7 +19,11 @@ for the failures of a crash stays out for the whole ejection time after it resta
 only one left (tests/reliability/test_faults.py: a killed worker restarted, the other then killed).
 
 grpcio 1.85 reads the request-hash header only with `GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY`
-set before its first channel; `enable_request_hash_header` sets it for this process.
+true in the process's environment when it parses a channel's ring_hash config; without it the header is
+ignored and ring_hash, expecting a hash from xDS, picks no worker at all (a `--routing prefix` router
+then waits forever for its first Info). `enable_request_hash_header` sets it, to true whatever it was,
+before a prefix channel opens (`_channel.open_channel`), so a router needs nothing in its environment
+(tests/router/test_prefix_router_process.py starts one without it).
 """
 
 from __future__ import annotations
@@ -87,8 +91,8 @@ def load_balancing_config(routing: Routing, outliers: OutlierDetection | None) -
 
 
 def enable_request_hash_header() -> None:
-    """Let gRPC's ring_hash read the request-hash header (before the process's first channel)."""
-    os.environ.setdefault(_RING_HASH_ENV, "true")
+    """Let gRPC's ring_hash read the request-hash header (before a prefix channel opens)."""
+    os.environ[_RING_HASH_ENV] = "true"  # "false" would leave prefix routing picking no worker
 
 
 def prefix_hash(
