@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,3 +93,49 @@ def generation_config(tiny_model_dir: Path) -> dict[str, Any]:
 def tiny_info(tiny_model_dir: Path) -> LlmInfo:
     """The LlmInfo an engine over the tiny model reports."""
     return support_tiny_info(tiny_model_dir)
+
+
+def under_ci() -> bool:
+    """Whether this run is CI's: `CI=true` (`.ci/run` exports it; most CI services set it too)."""
+    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
+
+
+def _skipped_under_ci(report: pytest.TestReport | pytest.CollectReport, rootpath: Path) -> None:
+    """Under CI, a skip (not an xfail) becomes a failure that names the reason and where it was raised.
+
+    CI runs everything it collects: a test that needs a part it cannot find must fail, not pass quietly
+    as a skip. A test meant to stay out of a run is left out by selection (as tests/soak is, by
+    `--ignore` in pyproject's addopts), so it is never collected.
+    """
+    if not (report.skipped and under_ci()) or hasattr(report, "wasxfail"):
+        return
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # (path, line, "Skipped: reason"), as pytest reports a skip
+        path, line, reason = longrepr
+        where = Path(path).relative_to(rootpath) if Path(path).is_relative_to(rootpath) else path
+        why = f" at {where}:{line}: {reason.removeprefix('Skipped: ')}"
+    else:
+        why = f": {longrepr}"
+    report.outcome = "failed"
+    report.longrepr = (
+        f"skipped under CI={os.environ.get('CI')}{why}\n"
+        "(in CI a test runs, with what it needs present, or is left out by selection; it never skips)"
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A test's setup, call or teardown that skipped fails under CI (`_skipped_under_ci`)."""
+    report = yield
+    _skipped_under_ci(report, item.config.rootpath)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A module that skipped as it was collected (`allow_module_level`, `importorskip`) fails under CI."""
+    report = yield
+    _skipped_under_ci(report, collector.config.rootpath)
+    return report

@@ -1,4 +1,4 @@
-"""DisaggregatedLlm orchestrating two MockLlms (a real KV transfer: tests/router/test_disaggregated.py).
+"""DisaggregatedLlm orchestrating two MockLlms (a real KV transfer: tests/readme/checks.py).
 
 The contract suite runs it too (tests/llm/conftest.py, `disaggregated_mock`).
 """

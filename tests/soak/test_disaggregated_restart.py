@@ -1,6 +1,7 @@
-"""Prefill/decode disaggregation through an outage (the quick checks: tests/router/test_disaggregated.py):
-a SIGKILLed prefill worker gives typed errors (503), and once it is back on the same ports the router
-serves again, the prompt's KV again moving by transfer. Two more engine starts than the quick checks."""
+"""Prefill/decode disaggregation through an outage (the quick checks: tests/readme/checks.py, on the
+README's P/D example): a SIGKILLed prefill worker gives typed errors (503), and once it is back on the same
+ports the router serves again, the prompt's KV again moving by transfer. Two more engine starts than the
+quick checks."""
 
 from __future__ import annotations
 

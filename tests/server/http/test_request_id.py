@@ -1,7 +1,7 @@
 """`X-Request-Id`: echoed on every response (generated when absent), and the id a request runs under.
 
 The id reaches a router's worker unchanged (the lowered request's id carries it), so the worker's request
-log and traces name the client's id; tests/router/test_tracing.py reads it in the worker's log.
+log and traces name the client's id; tests/readme/checks.py reads it in the worker's log.
 """
 
 from __future__ import annotations

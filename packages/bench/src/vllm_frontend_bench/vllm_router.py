@@ -16,6 +16,7 @@ under the user's cache (`router_env_dir`), never into the project's; the first B
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
@@ -67,7 +68,10 @@ def install_commands(env: Path, uv: str | None) -> list[list[str]]:
 
 
 async def ensure_vllm_router(env: Path | None = None) -> Path:
-    """The `vllm-router` executable, installed into `env` (default `router_env_dir()`) on first use."""
+    """The `vllm-router` executable, installed into `env` (default `router_env_dir()`) on first use.
+
+    Cancelled (a caller's `asyncio.timeout`), it kills the install command it is waiting for.
+    """
     env = env or router_env_dir()
     executable = env / "bin" / "vllm-router"
     installed = env / ".installed"  # written last: a half-made environment is made again
@@ -81,9 +85,15 @@ async def ensure_vllm_router(env: Path | None = None) -> Path:
             process = await asyncio.create_subprocess_exec(
                 *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
             )
-            output, _ = await process.communicate()
         except OSError as exc:
             raise RouterInstallError(_install_failed(env, argv, str(exc))) from exc
+        try:
+            output, _ = await process.communicate()
+        except BaseException:  # cancelled: the command stops with the install
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+            raise
         if process.returncode != 0:
             raise RouterInstallError(_install_failed(env, argv, output.decode(errors="replace")))
     if not executable.exists():
