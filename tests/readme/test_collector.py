@@ -121,10 +121,12 @@ async def test_a_background_server_that_dies_fails_the_block_that_runs(tmp_path:
 
 
 async def test_a_background_process_that_ends_at_once_fails_the_block(tmp_path: Path) -> None:
-    """Gone before the watch could see it: bash's `jobs` after the block tells."""
+    """Gone before the watch could see it, bash's `jobs` after the block tells; on a loaded machine the
+    watch may see it first, while the block still runs. Either way the block fails, naming the process."""
     readme = _readme(tmp_path, _fence("sh", "python -c 'import sys; sys.exit(3)' &\nsleep 2"))
     with pytest.raises(
-        SessionFailed, match=r"README\.md:1 .*failed: `.*sys\.exit\(3\).*` .*ended \(Exit 3\)"
+        SessionFailed,
+        match=r"README\.md:1 .*failed: `.*sys\.exit\(3\).*` .*(ended \(Exit 3\)|exited while it ran)",
     ):
         await _run_all(readme, tmp_path / "work")
 

@@ -20,10 +20,23 @@ from tests.support.delegating import DelegatingLlm
 from tests.support.engine_recorder import REFUSE_PREFIX, EngineRecorder
 from tests.support.servers import RunningServer, start_server
 from vllm_llm import EngineCoreLlm, TextLlm, TextRequest, TextSamplingParams
-from vllm_llm.wire import FinishReason
+from vllm_llm.wire import FinishReason, LlmInfo, LoraAdapter
 from vllm_remote_llm import RemoteLlm
 from vllm_server.config import ServerConfig
 from vllm_server.source import LlmSource
+
+
+class _ServingEveryFieldsAdapter(DelegatingLlm):
+    """The session engine, its Info listing the adapter EVERY_FIELD names: a server refuses a request for
+    an adapter it does not serve (NOT_FOUND) before the engine. The engine core refuses the request
+    itself (`REFUSE_PREFIX`), so the adapter is never loaded."""
+
+    def info(self) -> LlmInfo:
+        info = self.inner.info()
+        lora = EVERY_FIELD.lora_request
+        assert lora is not None
+        served = LoraAdapter(name=lora.lora_name, lora_int_id=lora.lora_int_id, path=lora.lora_path)
+        return msgspec.structs.replace(info, lora_adapters=[*(info.lora_adapters or ()), served])
 
 
 @pytest_asyncio.fixture(loop_scope="session", params=[False, True], ids=["calls", "mux"])
@@ -33,7 +46,7 @@ async def hop(
     """A server over the session engine wrapped as an opaque Llm, and a RemoteLlm to it (a Generate call
     per request, or every request on one GenerateMux stream)."""
     server = await start_server(
-        ServerConfig(port=0, grpc_port=0), LlmSource.provided(DelegatingLlm(engine_llm))
+        ServerConfig(port=0, grpc_port=0), LlmSource.provided(_ServingEveryFieldsAdapter(engine_llm))
     )
     remote = await RemoteLlm.connect(server.grpc_target, mux=request.param)
     yield server, remote

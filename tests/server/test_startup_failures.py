@@ -70,10 +70,13 @@ async def _serve_until_exit(*args: str, within: float, on_line: str | None = Non
 
 def _assert_failed(exited: Exited, *expected: str) -> None:
     assert exited.code == 1, f"exit code {exited.code}; output:\n{exited.output[-3000:]}"
-    error = [line for line in exited.output.splitlines() if line.startswith("Error: ")]
-    assert error, f"no 'Error: ' line; output:\n{exited.output[-3000:]}"
+    lines = exited.output.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Error: ")]
+    assert starts, f"no 'Error: ' line; output:\n{exited.output[-3000:]}"
+    # the last error, whole: a cause may span lines (pydantic's ValidationError names the field first)
+    error = "\n".join(lines[starts[-1] :])
     for text in expected:
-        assert text in error[-1], error[-1]
+        assert text in error, error
     if "listening: " not in exited.output:
         assert "draining" not in exited.output  # a failed start is not a shutdown
 
