@@ -251,7 +251,14 @@ async def blocks_held_for_a_decode_that_never_runs_are_released(ctx: Context) ->
         kv = outs[-1].kv_transfer_params
         assert kv is not None and kv["remote_block_ids"], kv
         # the gauge follows the engine's stats, which the worker may record just after the output went out
-        await until(holding, within=PATIENCE, what="the prefill worker's KV cache holding the blocks")
+        try:
+            await until(holding, within=PATIENCE, what="the prefill worker's KV cache holding the blocks")
+        except AssertionError as exc:  # what the engine last reported, for whoever reads the failure
+            shown = ("vllm:kv_cache_usage_perc", "vllm:num_requests_", "vllm:prefix_cache_")
+            lines = [line for line in (await _metrics(PREFILL)).splitlines() if line.startswith(shown)]
+            raise AssertionError(
+                f"{exc}; kv_transfer_params {kv}; the prefill worker's gauges:\n" + "\n".join(lines)
+            ) from None
         return kv
 
     async def holding() -> bool:
