@@ -12,7 +12,6 @@ from vllm_llm import LlmError
 from vllm_server.http.route import Handler
 from vllm_server.state import ServerState
 
-SERVER_VERSION = "0.1.0"
 _CREATED = int(time.time())
 
 
@@ -40,12 +39,12 @@ def version(state: ServerState) -> Handler:
     """The versions over `state`."""
 
     async def version() -> dict[str, Any]:
-        """The engine's vLLM version and this frontend's version."""
+        """The engine's vLLM version, vLLM's body (no field of ours beside it)."""
         try:
             engine_version = state.llm.info().vllm_version
         except Exception:
             engine_version = None
-        return {"version": engine_version, "frontend_version": SERVER_VERSION}
+        return {"version": engine_version}
 
     return version
 
