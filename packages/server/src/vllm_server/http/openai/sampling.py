@@ -27,6 +27,7 @@ __all__ = [
     "SamplingFields",
     "StreamOptions",
     "StructuredOutputsParams",
+    "logit_bias_ids",
 ]
 
 _CACHE_SALT_FORBIDDEN = frozenset("@/\\\x00")
@@ -237,7 +238,7 @@ class SamplingFields(msgspec.Struct, kw_only=True):
             spaces_between_special_tokens=self.spaces_between_special_tokens,
             logprobs=logprobs,
             prompt_logprobs=prompt_logprobs,
-            logit_bias=_logit_bias(self.logit_bias),
+            logit_bias=logit_bias_ids(self.logit_bias),
             allowed_token_ids=self.allowed_token_ids,
             bad_words=list(self.bad_words or ()),
             structured_outputs=structured_outputs(self.structured_outputs, self.response_format),
@@ -274,13 +275,24 @@ def structured_outputs(
 _KINDS = frozenset({"json", "regex", "choice", "grammar", "json_object", "structural_tag"})
 
 
-def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
+def logit_bias_ids(bias: dict[str, float] | None) -> dict[int, float] | None:
+    """logit_bias keyed by token id; a key that is not an integer is refused, every such key named in
+    one message (vLLM's SamplingParams.from_optional)."""
     if bias is None:
         return None
-    try:
-        return {int(token): value for token, value in bias.items()}
-    except ValueError as exc:
-        raise BadRequest(f"logit_bias keys must be token ids: {exc}", param="logit_bias") from exc
+    ids: dict[int, float] = {}
+    bad: list[str] = []
+    for token, value in bias.items():
+        try:
+            ids[int(token)] = value
+        except ValueError:
+            bad.append(token)
+    if bad:
+        raise BadRequest(
+            f"logit_bias contains key(s) that cannot be converted to integer token IDs: {bad!r}",
+            param="logit_bias",
+        )
+    return ids
 
 
 def _check_cache_salt(salt: str | None) -> None:

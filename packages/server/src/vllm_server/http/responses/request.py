@@ -15,7 +15,7 @@ from vllm_llm import ChatRequest, TextSamplingParams
 from vllm_llm.wire import LoraRequest, StructuredOutputs
 from vllm_server.errors import BadRequest, NotFound
 from vllm_server.http.openai.chat_request import check_mm_kwargs
-from vllm_server.http.openai.sampling import StructuredOutputsParams, structured_outputs
+from vllm_server.http.openai.sampling import StructuredOutputsParams, logit_bias_ids, structured_outputs
 from vllm_server.http.responses.items import continues_final_message, input_messages
 from vllm_server.http.responses.tools import (
     FunctionTool,
@@ -243,7 +243,7 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
             ignore_eos=self.ignore_eos,
             include_stop_str_in_output=self.include_stop_str_in_output,
             skip_special_tokens=self.skip_special_tokens,
-            logit_bias=_logit_bias(self.logit_bias),
+            logit_bias=logit_bias_ids(self.logit_bias),
             structured_outputs=self.structured(),
             extra_args=self.vllm_xargs or None,
         )
@@ -280,12 +280,3 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
             session_id=session_id,
             ec_transfer_params=self.ec_transfer_params or None,
         )
-
-
-def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
-    if bias is None:
-        return None
-    try:
-        return {int(token): value for token, value in bias.items()}
-    except ValueError as exc:
-        raise BadRequest(f"logit_bias keys must be token ids: {exc}", param="logit_bias") from exc
