@@ -1,5 +1,5 @@
-"""Small routes and messages of our worker against vLLM's own server: `/version`, and the refusal of a
-`logit_bias` whose keys are not token ids.
+"""Small routes and messages of our worker against vLLM's own server: `/load`, `/version`, and the refusal
+of a `logit_bias` whose keys are not token ids.
 
 Raw HTTP (httpx): the cases include bodies no OpenAI client would send, and the routes are not OpenAI's.
 """
@@ -43,7 +43,14 @@ def assert_same_error(theirs: httpx.Response, ours: httpx.Response) -> None:
     assert_same(want, ours.json())
 
 
-# ---- GET /version -------------------------------------------------------------------------------------
+# ---- GET /load, GET /version ---------------------------------------------------------------------------
+
+
+async def test_load_of_an_idle_server(pair: Pair) -> None:
+    theirs, ours = await pair.theirs_http.get("/load"), await pair.ours_http.get("/load")
+    assert theirs.status_code == 200, theirs.text
+    assert ours.status_code == 200, ours.text
+    assert ours.json() == theirs.json()
 
 
 async def test_version(pair: Pair) -> None:

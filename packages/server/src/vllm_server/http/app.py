@@ -36,7 +36,8 @@ def build_app(state: ServerState, *, tracer: Tracer | None = None) -> FastAPI:
     app = FastAPI(title="vLLM frontend", docs_url=None, redoc_url=None)
 
     # The route table (`vllm_server.http.routes`): every path next to its handler, gates included.
-    for route in route_table(state):
+    routes = route_table(state)
+    for route in routes:
         app.add_api_route(route.path, route.handler, methods=[route.method])
 
     _install_error_handlers(app)
@@ -44,7 +45,8 @@ def build_app(state: ServerState, *, tracer: Tracer | None = None) -> FastAPI:
     admission = Admission(per_turn) if per_turn else None
     # Innermost: the inference routes past FastAPI's routing, a few new ones per loop turn.
     app.add_middleware(DirectRoutes, fastapi_app=app, admission=admission)
-    app.add_middleware(LoadMiddleware, metrics=state.metrics, load=state.load)
+    counted = frozenset((route.method, route.path) for route in routes if route.counted)
+    app.add_middleware(LoadMiddleware, metrics=state.metrics, load=state.load, counted=counted)
     if server.allowed_origins:
         app.add_middleware(
             CORSMiddleware,

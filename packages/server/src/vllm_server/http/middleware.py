@@ -97,12 +97,21 @@ class BodyLimitMiddleware:
 
 
 class LoadMiddleware:
-    """Counts requests in progress (`/load`) and HTTP requests by route and status (`/metrics`)."""
+    """Counts requests in progress (all for a drain, those to `counted` (method, path) pairs for `/load`)
+    and HTTP requests by route and status (`/metrics`)."""
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, load: LoadCounter) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        metrics: Metrics,
+        load: LoadCounter,
+        counted: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.load = load
+        self.counted = counted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -117,11 +126,12 @@ class LoadMiddleware:
                 status = message["status"]
             return send(message)
 
-        self.load.add(1)
+        inference = (scope["method"], scope["path"]) in self.counted
+        self.load.add(1, inference=inference)
         try:
             await self.app(scope, receive, track)
         finally:
-            self.load.add(-1)
+            self.load.add(-1, inference=inference)
             route = scope.get("route")
             handler = getattr(route, "path", "unmatched")
             self.metrics.http_requests.labels(handler, scope["method"], str(status)).inc()

@@ -17,3 +17,5 @@ class Route(NamedTuple):
     method: str
     path: str
     handler: Handler
+    #: Whether `/load` counts its requests in progress (vLLM's `load_aware_call` routes: inference).
+    counted: bool = False

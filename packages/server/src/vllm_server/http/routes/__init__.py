@@ -37,14 +37,15 @@ def route_table(state: ServerState) -> list[Route]:
         Route("GET", "/load", info.server_load(state)),
         Route("GET", "/server_info", info.server_info(state)),
         Route("GET", "/metrics", info.metrics(state)),
-        Route("POST", "/v1/completions", openai_completions.create_completion(state)),
-        Route("POST", "/v1/chat/completions", openai_chat.create_chat_completion(state)),
-        Route("POST", "/v1/messages", anthropic_messages.create_message(state)),
-        Route("POST", "/v1/messages/count_tokens", anthropic_messages.count_tokens(state)),
-        Route("POST", "/v1/responses", openai_responses.create_response(state)),
+        # `counted`: the inference routes `/load` counts (vLLM's load_aware_call routes).
+        Route("POST", "/v1/completions", openai_completions.create_completion(state), counted=True),
+        Route("POST", "/v1/chat/completions", openai_chat.create_chat_completion(state), counted=True),
+        Route("POST", "/v1/messages", anthropic_messages.create_message(state), counted=True),
+        Route("POST", "/v1/messages/count_tokens", anthropic_messages.count_tokens(state), counted=True),
+        Route("POST", "/v1/responses", openai_responses.create_response(state), counted=True),
         Route("POST", "/tokenize", tokenize.tokenize(state)),
         Route("POST", "/detokenize", tokenize.detokenize(state)),
-        Route("POST", "/inference/v1/generate", generate.generate(state)),
+        Route("POST", "/inference/v1/generate", generate.generate(state), counted=True),
     ]
 
     # Only over an engine core the server owns (LlmSource.engine_core): 404 for a provided Llm.

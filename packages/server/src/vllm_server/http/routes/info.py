@@ -53,8 +53,8 @@ def server_load(state: ServerState) -> Handler:
     """The load over `state`."""
 
     async def server_load() -> dict[str, int]:
-        """Requests in progress on this server."""
-        return {"server_load": state.load.in_progress}
+        """Inference requests in progress on this server."""
+        return {"server_load": state.load.server_load}
 
     return server_load
 
