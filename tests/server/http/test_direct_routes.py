@@ -114,6 +114,7 @@ def test_the_servers_inference_routes_are_direct(tiny_model_dir: Path) -> None:
         ("POST", "/v1/messages/count_tokens"),
         ("POST", "/v1/responses"),
         ("POST", "/inference/v1/generate"),
+        ("POST", "/invocations"),
     }
 
 

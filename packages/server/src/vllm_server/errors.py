@@ -5,6 +5,7 @@ The server's own request errors (the `vllm_llm` errors stay in `vllm_llm`; the s
 
 RequestError(message, param)         a bad request the server itself detects
 ├── BadRequest                       malformed body, bad parameter              400  INVALID_ARGUMENT
+│   └── MalformedBody                no JSON, or not of JSON's media type       400  INVALID_ARGUMENT
 ├── Unauthenticated                  no or a wrong API key                      401  UNAUTHENTICATED
 ├── NotFound                         unknown model, adapter or route            404  NOT_FOUND
 ├── MethodNotAllowed                 a known route asked with another method    405  INVALID_ARGUMENT
@@ -37,6 +38,7 @@ __all__ = [
     "BadRequest",
     "ErrorMapping",
     "ErrorRow",
+    "MalformedBody",
     "MethodNotAllowed",
     "NotFound",
     "OtherHttpStatus",
@@ -62,6 +64,11 @@ class RequestError(Exception):
 
 class BadRequest(RequestError):
     """A malformed body or a bad parameter; `param` names it when there is one."""
+
+
+class MalformedBody(BadRequest):
+    """A body that is no JSON or not of JSON's media type, where vLLM answers from its HTTPException or
+    RequestValidationError handler (typed by the status's phrase, "Bad Request")."""
 
 
 class Unauthenticated(RequestError):
@@ -111,6 +118,7 @@ ERROR_TABLE: dict[type[BaseException], ErrorRow] = {
     # The server's own request errors.
     RequestError: _BAD_REQUEST,
     BadRequest: _BAD_REQUEST,
+    MalformedBody: ErrorRow(HTTPStatus.BAD_REQUEST, grpc.StatusCode.INVALID_ARGUMENT, "Bad Request"),
     Unauthenticated: ErrorRow(
         HTTPStatus.UNAUTHORIZED, grpc.StatusCode.UNAUTHENTICATED, "AuthenticationError"
     ),

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Handler", "Route"]
+from starlette.requests import Request
+from starlette.responses import Response
+
+__all__ = ["BodyHandler", "Handler", "Route"]
 
 #: A FastAPI endpoint: its signature declares what FastAPI parses and validates from the request.
 Handler = Callable[..., Awaitable[Any]]
+B = TypeVar("B")
+#: What serves a request whose body is already decoded (one route's own, `/invocations`' too).
+BodyHandler = Callable[[Request, B], Awaitable[Response]]
 
 
 class Route(NamedTuple):

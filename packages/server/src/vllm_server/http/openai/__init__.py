@@ -8,7 +8,13 @@ once with msgspec.
 
 from vllm_server.http.openai.chat_output import ChatOutput
 from vllm_server.http.openai.chat_request import ChatCompletionRequest
-from vllm_server.http.openai.codec import decode_body, encode, json_response
+from vllm_server.http.openai.codec import (
+    check_json_media_type,
+    decode_body,
+    decode_json,
+    encode,
+    json_response,
+)
 from vllm_server.http.openai.completion_output import CompletionOutput, start_streams
 from vllm_server.http.openai.completion_request import CompletionRequest
 from vllm_server.http.openai.generate_output import TokensOutput
@@ -31,7 +37,9 @@ __all__ = [
     "TokenizeBody",
     "TokensOutput",
     "base_request_id",
+    "check_json_media_type",
     "decode_body",
+    "decode_json",
     "encode",
     "event_stream",
     "json_response",

@@ -60,7 +60,20 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
         return self.max_tokens, "max_tokens"
 
     def check(self, max_model_len: int, *, trust_mm_kwargs: bool = False) -> None:
-        """vLLM's validators of this request."""
+        """vLLM's checks of this request: its validators, then what its serving layer checks."""
+        self.validate()
+        if self.chat_template is not None:
+            raise BadRequest(
+                "Chat template is passed with request, but --trust-request-chat-template is not set. "
+                "Refused request with untrusted chat template.",
+                param="chat_template",
+            )
+        check_max_tokens(*self.output_token_limit, max_model_len)
+        if not trust_mm_kwargs:
+            check_mm_kwargs(self.mm_processor_kwargs, self.media_io_kwargs)
+
+    def validate(self) -> None:
+        """vLLM's validators of this request (its model's, which decide what a body is)."""
         if self.logprob_token_ids and not self.logprobs and not self.use_beam_search:
             raise BadRequest(
                 "when using `logprob_token_ids`, `logprobs` must be set to true.", param="logprob_token_ids"
@@ -74,17 +87,8 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
                 raise BadRequest(
                     "when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs"
                 )
-        if self.chat_template is not None:
-            raise BadRequest(
-                "Chat template is passed with request, but --trust-request-chat-template is not set. "
-                "Refused request with untrusted chat template.",
-                param="chat_template",
-            )
         self._check_tools()
         check_generation_prompt(self.add_generation_prompt, self.continue_final_message)
-        check_max_tokens(*self.output_token_limit, max_model_len)
-        if not trust_mm_kwargs:
-            check_mm_kwargs(self.mm_processor_kwargs, self.media_io_kwargs)
 
     @property
     def effective_tool_choice(self) -> str | dict[str, Any] | None:

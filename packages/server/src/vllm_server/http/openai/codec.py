@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 import msgspec
 from fastapi import Request, Response
 
-from vllm_server.errors import BadRequest
+from vllm_server.errors import BadRequest, MalformedBody
 
-__all__ = ["decode_body", "encode", "json_response"]
+__all__ = ["check_json_media_type", "decode_body", "decode_json", "encode", "json_response"]
 
 T = TypeVar("T")
 
@@ -34,13 +34,25 @@ def json_response(obj: object) -> Response:
 
 async def decode_body(request: Request, type_: type[T]) -> T:
     """The request's JSON body as `type_`; `BadRequest` for another media type, bad JSON or bad fields."""
+    check_json_media_type(request)
+    return decode_json(await request.body(), type_)
+
+
+def check_json_media_type(request: Request) -> None:
+    """`MalformedBody` unless the request's body is JSON (vLLM's validate_json_request, worded as its
+    RequestValidationError handler words it)."""
     media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
-        raise BadRequest("Unsupported Media Type: Only 'application/json' is allowed")
+        raise MalformedBody(
+            "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
+        )
+
+
+def decode_json(body: bytes, type_: type[T]) -> T:
+    """`body` (JSON) as `type_`; `BadRequest` for bad JSON or bad fields."""
     decoder = _DECODERS.get(type_)
     if decoder is None:
         decoder = _DECODERS[type_] = msgspec.json.Decoder(type_)
-    body = await request.body()
     try:
         decoded: T = decoder.decode(body)
     except msgspec.ValidationError as exc:

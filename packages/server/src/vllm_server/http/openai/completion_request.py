@@ -36,8 +36,18 @@ class CompletionRequest(SamplingFields, kw_only=True):
             self.max_tokens = 16
 
     def check(self, max_model_len: int, *, prompt_embeds_enabled: bool | None = None) -> None:
-        """vLLM's validators of this request (`prompt_embeds_enabled`: whether the engine takes them,
-        None when the server does not know)."""
+        """vLLM's checks of this request: its validators, then what its serving layer checks
+        (`prompt_embeds_enabled`: whether the engine takes them, None when the server does not know)."""
+        self.validate()
+        if self.suffix:
+            raise BadRequest("suffix is not supported by this model", param="suffix")
+        self.check_prompt_embeds(prompt_embeds_enabled)
+        check_max_tokens(self.max_tokens, "max_tokens", max_model_len)
+
+    def validate(self) -> None:
+        """vLLM's validators of this request (its model's, which decide what a body is)."""
+        if self.prompt in (None, "") and self.prompt_embeds in (None, []):
+            raise BadRequest("Either prompt or prompt_embeds must be provided and non-empty.", param="prompt")
         ids = self.logprob_token_ids
         if ids and not self.use_beam_search:
             if self.echo and self.max_tokens == 0:
@@ -53,10 +63,6 @@ class CompletionRequest(SamplingFields, kw_only=True):
         self.check_common()
         if self.logprobs is not None and self.logprobs < -1:
             raise BadRequest("`logprobs` must be a positive value or -1.", param="logprobs")
-        if self.suffix:
-            raise BadRequest("suffix is not supported by this model", param="suffix")
-        self.check_prompt_embeds(prompt_embeds_enabled)
-        check_max_tokens(self.max_tokens, "max_tokens", max_model_len)
 
     def check_prompt_embeds(self, enabled: bool | None) -> None:
         """Prompt embeddings (alone or beside a prompt) are refused: with vLLM's messages where vLLM

@@ -18,6 +18,7 @@ from vllm_server.http.routes import (
     openai_chat,
     openai_completions,
     openai_responses,
+    sagemaker,
     tokenize,
 )
 from vllm_server.state import ServerState
@@ -46,6 +47,7 @@ def route_table(state: ServerState) -> list[Route]:
         Route("POST", "/tokenize", tokenize.tokenize(state)),
         Route("POST", "/detokenize", tokenize.detokenize(state)),
         Route("POST", "/inference/v1/generate", generate.generate(state), counted=True),
+        Route("POST", "/invocations", sagemaker.invocations(state), counted=True),
     ]
 
     # Only over an engine core the server owns (LlmSource.engine_core): 404 for a provided Llm.

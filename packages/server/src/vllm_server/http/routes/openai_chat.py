@@ -14,7 +14,7 @@ from vllm_server.http.openai import (
     event_stream,
     session_header,
 )
-from vllm_server.http.route import Handler
+from vllm_server.http.route import BodyHandler, Handler
 from vllm_server.request_checks import vllm_wording
 from vllm_server.served_model import resolve_model
 from vllm_server.state import ServerState
@@ -23,12 +23,22 @@ from vllm_server.state import ServerState
 def create_chat_completion(state: ServerState) -> Handler:
     """The chat completions handler over `state`."""
 
-    options = ServingOptions.of(state.config)
+    serve = serve_chat_completion(state)
 
     async def create_chat_completion(raw: Request) -> Response:
         """Continue a conversation, streamed as SSE or whole."""
         state.check_accepting()
-        body = await decode_body(raw, ChatCompletionRequest)
+        return await serve(raw, await decode_body(raw, ChatCompletionRequest))
+
+    return create_chat_completion
+
+
+def serve_chat_completion(state: ServerState) -> BodyHandler[ChatCompletionRequest]:
+    """What serves a decoded chat completion request over `state` (this route's, `/invocations`')."""
+
+    options = ServingOptions.of(state.config)
+
+    async def serve(raw: Request, body: ChatCompletionRequest) -> Response:
         chat = state.chat()
         model = await resolve_model(state, body.model)
         body.check(chat.text.info().max_model_len, trust_mm_kwargs=options.trust_request_mm_kwargs)
@@ -51,4 +61,4 @@ def create_chat_completion(state: ServerState) -> Handler:
             return event_stream(output.frames(), options.sse_keep_alive_interval)
         return await unless_disconnected(raw, output.response())
 
-    return create_chat_completion
+    return serve

@@ -15,7 +15,7 @@ from vllm_server.http.openai import (
     session_header,
     start_streams,
 )
-from vllm_server.http.route import Handler
+from vllm_server.http.route import BodyHandler, Handler
 from vllm_server.served_model import resolve_model
 from vllm_server.state import ServerState
 
@@ -23,12 +23,22 @@ from vllm_server.state import ServerState
 def create_completion(state: ServerState) -> Handler:
     """The completions handler over `state`."""
 
-    options = ServingOptions.of(state.config)
+    serve = serve_completion(state)
 
     async def create_completion(raw: Request) -> Response:
         """Complete one or several prompts, streamed as SSE or whole."""
         state.check_accepting()
-        body = await decode_body(raw, CompletionRequest)
+        return await serve(raw, await decode_body(raw, CompletionRequest))
+
+    return create_completion
+
+
+def serve_completion(state: ServerState) -> BodyHandler[CompletionRequest]:
+    """What serves a decoded completion request over `state` (this route's, `/invocations`')."""
+
+    options = ServingOptions.of(state.config)
+
+    async def serve(raw: Request, body: CompletionRequest) -> Response:
         text = state.text()
         model = await resolve_model(state, body.model)
         body.check(text.info().max_model_len, prompt_embeds_enabled=options.prompt_embeds_enabled)
@@ -52,4 +62,4 @@ def create_completion(state: ServerState) -> Handler:
             return event_stream(output.frames(), options.sse_keep_alive_interval)
         return await unless_disconnected(raw, output.response())
 
-    return create_completion
+    return serve
