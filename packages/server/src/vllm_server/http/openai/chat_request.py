@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
@@ -18,6 +18,9 @@ __all__ = ["ChatCompletionRequest", "check_generation_prompt", "check_mm_kwargs"
 
 class ChatCompletionRequest(SamplingFields, kw_only=True):
     """OpenAI's chat completion request with vLLM's extra parameters."""
+
+    #: Fields vLLM's check_logprobs reads before coercion: a string there is refused, not coerced.
+    RAW_NUMBERS: ClassVar[tuple[str, ...]] = ("prompt_logprobs", "top_logprobs")
 
     messages: list[ChatMessage]
     logprobs: bool | None = False

@@ -1,6 +1,9 @@
 """JSON in and out: request bodies decoded into msgspec Structs, responses encoded with one msgspec Encoder.
 
-Decoding failures become `BadRequest` (HTTP 400, OpenAI-style body) naming the offending field.
+A body is decoded strictly first; one the strict decoder rejects is decoded again as plain JSON, checked
+as vLLM's `mode="before"` validators check the raw values (`RAW_NUMBERS`), coerced by pydantic's lax
+rules (`lax`) and converted strictly, so what vLLM's lax models accept is accepted at no cost to a
+well-typed body. Decoding failures become `BadRequest` (HTTP 400, OpenAI-style body) naming the field.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import msgspec
 from fastapi import Request, Response
 
 from vllm_server.errors import BadRequest, MalformedBody
+from vllm_server.http.openai.lax import coerce
 
 __all__ = ["check_json_media_type", "decode_body", "decode_json", "encode", "json_response"]
 
@@ -19,6 +23,7 @@ T = TypeVar("T")
 
 _ENCODER = msgspec.json.Encoder()
 _DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+_RAW = msgspec.json.Decoder()
 _PATH = re.compile(r"`\$\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -55,6 +60,22 @@ def decode_json(body: bytes, type_: type[T]) -> T:
         decoder = _DECODERS[type_] = msgspec.json.Decoder(type_)
     try:
         decoded: T = decoder.decode(body)
+    except msgspec.ValidationError:
+        return _decode_lax(body, type_)
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"JSON decode error: {exc}") from exc
+    except RecursionError as exc:
+        raise BadRequest("JSON decode error: the body nests too deeply") from exc
+    return decoded
+
+
+def _decode_lax(body: bytes, type_: type[T]) -> T:
+    """`body` as `type_` after vLLM's checks of raw values and pydantic's lax coercions."""
+    try:
+        raw = _RAW.decode(body)
+        if isinstance(raw, dict):
+            _check_raw_numbers(raw, getattr(type_, "RAW_NUMBERS", ()))
+        converted: T = msgspec.convert(coerce(raw, type_), type_, strict=True)
     except msgspec.ValidationError as exc:
         match = _PATH.search(str(exc))
         raise BadRequest(str(exc), param=match.group(1) if match else None) from exc
@@ -62,4 +83,12 @@ def decode_json(body: bytes, type_: type[T]) -> T:
         raise BadRequest(f"JSON decode error: {exc}") from exc
     except RecursionError as exc:
         raise BadRequest("JSON decode error: the body nests too deeply") from exc
-    return decoded
+    return converted
+
+
+def _check_raw_numbers(raw: dict[str, Any], names: tuple[str, ...]) -> None:
+    """vLLM's check_logprobs: these fields, read before any coercion, must be JSON numbers (or null)."""
+    for name in names:
+        value = raw.get(name)
+        if value is not None and not isinstance(value, int | float):
+            raise BadRequest(f"`{name}` must be an integer.", param=name)

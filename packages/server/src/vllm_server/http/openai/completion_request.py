@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from vllm_llm import TextRequest
 from vllm_llm.wire import LoraRequest
@@ -20,6 +20,9 @@ Prompt = str | list[int]
 
 class CompletionRequest(SamplingFields, kw_only=True):
     """OpenAI's completion request with vLLM's extra parameters."""
+
+    #: Fields vLLM's check_logprobs reads before coercion: a string there is refused, not coerced.
+    RAW_NUMBERS: ClassVar[tuple[str, ...]] = ("prompt_logprobs", "logprobs")
 
     prompt: str | list[Any] | None = None
     echo: bool | None = False
