@@ -34,6 +34,8 @@ from vllm_server.errors import (
 EXPECTED: dict[str, tuple[int | None, str, str | None]] = {
     "vllm_server.errors.RequestError": (400, "INVALID_ARGUMENT", "BadRequestError"),
     "vllm_server.errors.BadRequest": (400, "INVALID_ARGUMENT", "BadRequestError"),
+    # vLLM's FastAPI validation handler types a body that fails validation by the status's phrase.
+    "vllm_server.errors.InvalidBody": (400, "INVALID_ARGUMENT", "Bad Request"),
     "vllm_server.errors.Unauthenticated": (401, "UNAUTHENTICATED", "AuthenticationError"),
     "vllm_server.errors.NotFound": (404, "NOT_FOUND", "NotFoundError"),
     "vllm_server.errors.MethodNotAllowed": (405, "INVALID_ARGUMENT", "BadRequestError"),

@@ -309,7 +309,7 @@ async def _truncation_side(h: Harness) -> None:
     base = await h.ok()
     got = await h.ok(truncate_prompt_tokens=3, truncation_side="right")
     assert got.request.prompt_token_ids == base.request.prompt_token_ids[:3]
-    await h.refused("", "truncation_side", truncate_prompt_tokens=3, truncation_side="middle")
+    await h.refused("", "body.truncation_side", truncate_prompt_tokens=3, truncation_side="middle")
 
 
 async def _logprob_token_ids(h: Harness) -> None:
@@ -377,7 +377,7 @@ async def _routed_experts_prompt_start(h: Harness) -> None:
 
 async def _mm_payload(h: Harness) -> None:
     await h.ignored("mm_payload", "none")
-    await h.refused("", "mm_payload", mm_payload="bytes")
+    await h.refused("", "body.mm_payload", mm_payload="bytes")
 
 
 async def _ec_transfer_params(h: Harness) -> None:

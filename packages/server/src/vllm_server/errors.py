@@ -6,6 +6,8 @@ The server's own request errors (the `vllm_llm` errors stay in `vllm_llm`; the s
 RequestError(message, param)         a bad request the server itself detects
 ├── BadRequest                       malformed body, bad parameter              400  INVALID_ARGUMENT
 │   └── MalformedBody                no JSON, or not of JSON's media type       400  INVALID_ARGUMENT
+│   └── InvalidBody(issues)          a body that is not JSON or fails validation:
+│                                    type "Bad Request", as vLLM's FastAPI handler
 ├── Unauthenticated                  no or a wrong API key                      401  UNAUTHENTICATED
 ├── NotFound                         unknown model, adapter or route            404  NOT_FOUND
 ├── MethodNotAllowed                 a known route asked with another method    405  INVALID_ARGUMENT
@@ -16,6 +18,7 @@ RequestError(message, param)         a bad request the server itself detects
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 
@@ -36,8 +39,10 @@ from vllm_llm import (
 __all__ = [
     "ERROR_TABLE",
     "BadRequest",
+    "BodyIssue",
     "ErrorMapping",
     "ErrorRow",
+    "InvalidBody",
     "MalformedBody",
     "MethodNotAllowed",
     "NotFound",
@@ -69,6 +74,51 @@ class BadRequest(RequestError):
 class MalformedBody(BadRequest):
     """A body that is no JSON or not of JSON's media type, where vLLM answers from its HTTPException or
     RequestValidationError handler (typed by the status's phrase, "Bad Request")."""
+
+
+@dataclass(frozen=True, slots=True)
+class BodyIssue:
+    """One reason a body fails validation, as pydantic words it (`type`, `msg`, `input`, `ctx`), at `loc`
+    ("body", then field names and list indices); `input` is already vLLM's short stand-in for the value."""
+
+    type: str
+    loc: tuple[str | int, ...]
+    msg: str
+    input: str
+    ctx: dict[str, str] | None = None
+
+    def __str__(self) -> str:
+        # The repr of pydantic's error dict, its loc dotted, as vLLM's validation handler prints it.
+        shown: dict[str, object] = {
+            "type": self.type,
+            "loc": self.where,
+            "msg": self.msg,
+            "input": self.input,
+        }
+        if self.ctx is not None:
+            shown["ctx"] = self.ctx
+        return str(shown)
+
+    @property
+    def where(self) -> str:
+        """The dotted location: `body.messages.0.content`."""
+        return ".".join(str(part) for part in self.loc)
+
+
+class InvalidBody(BadRequest):
+    """A body that is not JSON or fails validation, worded as vLLM's validation handler words pydantic's
+    errors: `N validation error(s):` and each issue on its own line; `param` is the first one's location.
+    An issue may be plain text (a media type refused before the body is read)."""
+
+    def __init__(self, issues: Sequence[BodyIssue | str]) -> None:
+        label = "error" if len(issues) == 1 else "errors"
+        lines = "".join(f"\n  {issue}" for issue in issues)
+        first = issues[0] if issues else None
+        super().__init__(
+            f"{len(issues)} validation {label}:{lines}",
+            param=first.where if isinstance(first, BodyIssue) else None,
+        )
+        self.issues = tuple(issues)
 
 
 class Unauthenticated(RequestError):
@@ -119,6 +169,10 @@ ERROR_TABLE: dict[type[BaseException], ErrorRow] = {
     RequestError: _BAD_REQUEST,
     BadRequest: _BAD_REQUEST,
     MalformedBody: ErrorRow(HTTPStatus.BAD_REQUEST, grpc.StatusCode.INVALID_ARGUMENT, "Bad Request"),
+    # vLLM's FastAPI validation handler types these by the status's phrase.
+    InvalidBody: ErrorRow(
+        HTTPStatus.BAD_REQUEST, grpc.StatusCode.INVALID_ARGUMENT, HTTPStatus.BAD_REQUEST.phrase
+    ),
     Unauthenticated: ErrorRow(
         HTTPStatus.UNAUTHORIZED, grpc.StatusCode.UNAUTHENTICATED, "AuthenticationError"
     ),

@@ -3,19 +3,20 @@
 A body is decoded strictly first; one the strict decoder rejects is decoded again as plain JSON, checked
 as vLLM's `mode="before"` validators check the raw values (`RAW_NUMBERS`), coerced by pydantic's lax
 rules (`lax`) and converted strictly, so what vLLM's lax models accept is accepted at no cost to a
-well-typed body. Decoding failures become `BadRequest` (HTTP 400, OpenAI-style body) naming the field.
+well-typed body. A body that is not JSON or fails validation is `InvalidBody`, worded as vLLM words
+pydantic's errors (`validation`).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, TypeVar
 
 import msgspec
 from fastapi import Request, Response
 
-from vllm_server.errors import BadRequest, MalformedBody
+from vllm_server.errors import BadRequest, InvalidBody, MalformedBody
 from vllm_server.http.openai.lax import coerce
+from vllm_server.http.openai.validation import json_issue, validation_issue
 
 __all__ = ["check_json_media_type", "decode_body", "decode_json", "encode", "json_response"]
 
@@ -24,7 +25,6 @@ T = TypeVar("T")
 _ENCODER = msgspec.json.Encoder()
 _DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 _RAW = msgspec.json.Decoder()
-_PATH = re.compile(r"`\$\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def encode(obj: object) -> bytes:
@@ -63,7 +63,7 @@ def decode_json(body: bytes, type_: type[T]) -> T:
     except msgspec.ValidationError:
         return _decode_lax(body, type_)
     except msgspec.DecodeError as exc:
-        raise BadRequest(f"JSON decode error: {exc}") from exc
+        raise _not_json(body, exc) from exc
     except RecursionError as exc:
         raise BadRequest("JSON decode error: the body nests too deeply") from exc
     return decoded
@@ -77,13 +77,18 @@ def _decode_lax(body: bytes, type_: type[T]) -> T:
             _check_raw_numbers(raw, getattr(type_, "RAW_NUMBERS", ()))
         converted: T = msgspec.convert(coerce(raw, type_), type_, strict=True)
     except msgspec.ValidationError as exc:
-        match = _PATH.search(str(exc))
-        raise BadRequest(str(exc), param=match.group(1) if match else None) from exc
+        raise InvalidBody([validation_issue(exc, raw, type_)]) from exc
     except msgspec.DecodeError as exc:
-        raise BadRequest(f"JSON decode error: {exc}") from exc
+        raise _not_json(body, exc) from exc
     except RecursionError as exc:
         raise BadRequest("JSON decode error: the body nests too deeply") from exc
     return converted
+
+
+def _not_json(body: bytes, exc: msgspec.DecodeError) -> BadRequest:
+    """FastAPI's error for a body that is not JSON, where Python's parser (FastAPI's) agrees it is not."""
+    issue = json_issue(body)
+    return BadRequest(f"JSON decode error: {exc}") if issue is None else InvalidBody([issue])
 
 
 def _check_raw_numbers(raw: dict[str, Any], names: tuple[str, ...]) -> None:
