@@ -131,7 +131,15 @@ PARSED: dict[str, dict[str, Any]] = {
     "reasoning": {"messages": ASKED, "tools": [WEATHER], "tool_choice": "auto", "max_tokens": 24},
     # the grammar in the engine under the reasoning parser (what `structured_outputs_config` configures)
     "required": {"messages": ASKED, "tools": [WEATHER], "tool_choice": "required", "max_tokens": 24},
-    "content": {"messages": THOUGHT, **CONTINUED, "max_tokens": 12, "min_tokens": 12},
+    # qwen3's parser starts in its reasoning unless the request turns thinking off (a `</think>` in the
+    # prompt does not end it): then the answer is content
+    "content": {
+        "messages": THOUGHT,
+        **CONTINUED,
+        "chat_template_kwargs": {"enable_thinking": False},
+        "max_tokens": 12,
+        "min_tokens": 12,
+    },
     "tool call": {
         "messages": THOUGHT,
         **CONTINUED,
