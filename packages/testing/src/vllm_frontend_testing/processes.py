@@ -243,10 +243,12 @@ class Frontend(ServerProcess):
         http_port: int = 0,
         within: float = STARTUP_WITHIN,
         env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
     ) -> Frontend:
         """Start `vllm-frontend serve --port HTTP_PORT ARGS...` and wait until it listens; `env`: its
-        environment (default: this process's)."""
-        front = cls(args, http_port=http_port, env=env)
+        environment (default: this process's); `log_path`: a file for the whole of its output (`log`
+        keeps the last lines only)."""
+        front = cls(args, http_port=http_port, env=env, log_path=log_path)
         await front._start(within)
         return front
 
@@ -371,4 +373,5 @@ def _describe(pids: Sequence[int]) -> str:
 
 def _open_log(path: Path, *, append: bool) -> BinaryIO:
     path.parent.mkdir(parents=True, exist_ok=True)
-    return path.open("ab" if append else "wb")
+    # unbuffered: the file holds each line as soon as it is read (a test reads it while the process runs)
+    return path.open("ab" if append else "wb", buffering=0)
