@@ -1,7 +1,8 @@
 """A worker over a real vLLM engine (`vllm-frontend serve --model`, the tiny model), as its users see it:
 started with vLLM's tool and reasoning parser flags it answers as vLLM's server with the same flags; a
-worker killed outright takes its engine core with it; a client that goes away aborts its request in the
-engine; SIGTERM drains a loaded worker, which then exits 0 with its engine processes gone.
+worker killed outright takes its engine core with it; a client that goes away (from the worker, or from a
+router in front of it) aborts its request in the engine; SIGTERM drains a loaded worker, which then exits
+0 with its engine processes gone.
 
 Two worker processes and vLLM's server, started together: vLLM's server ends with the comparison (the
 module's first test), one worker is SIGKILLed next (which frees CPU for the rest), the other (with the
@@ -108,6 +109,18 @@ async def workers(tiny_model_dir: Path, oracle: Oracle) -> AsyncIterator[tuple[F
         yield fronts[0], fronts[1]
     finally:
         await asyncio.gather(*(f.stop(GRACE) for f in fronts))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def router(workers: tuple[Frontend, Frontend]) -> AsyncIterator[Frontend]:
+    """A router process (`--remote`) in front of the drained worker, for the disconnect tests."""
+    worker, _ = workers
+    front = await Frontend.start("--remote", worker.grpc_target, "--grpc-port", "0")
+    try:
+        await front.wait_serving(START_DEADLINE)
+        yield front
+    finally:
+        await front.stop(GRACE)
 
 
 # ---- vLLM's tool and reasoning parser flags: the worker answers as vLLM's server --------------------
@@ -298,24 +311,24 @@ def _body(path: str, text: str) -> dict[str, Any]:
     return body | {"prompt": text}
 
 
-async def _leave_stream(http: httpx.AsyncClient, path: str) -> None:
-    """Stream `path`, read three chunks, then close the connection."""
+async def _leave_stream(http: httpx.AsyncClient, engine: httpx.AsyncClient, path: str) -> None:
+    """Stream `path` over `http`, read three chunks, then close the connection (`engine`: the worker)."""
     async with http.stream("POST", path, json={**_body(path, "going away"), "stream": True}) as response:
         assert response.status_code == 200
         chunks = 0
         async for line in response.aiter_lines():
             chunks += line.startswith("data: ")
             if chunks == 3:
-                assert await engine_load(http) == 2  # the engine runs it, and the twin
+                assert await engine_load(engine) == 2  # the engine runs it, and the twin
                 break  # leaving the block closes the connection, the rest unread
 
 
-async def _leave_whole(http: httpx.AsyncClient, path: str) -> None:
-    """Send a non-streamed request and go away once the engine runs it."""
+async def _leave_whole(http: httpx.AsyncClient, engine: httpx.AsyncClient, path: str) -> None:
+    """Send a non-streamed request over `http` and go away once the engine (`engine`: the worker) runs it."""
     task = asyncio.create_task(http.post(path, json=_body(path, "going away")))
 
     async def both_running() -> bool:
-        return await engine_load(http) == 2
+        return await engine_load(engine) == 2
 
     await until(both_running, within=PATIENCE, what="the engine running the request")
     task.cancel()  # the client gives up: httpx closes the connection
@@ -323,15 +336,15 @@ async def _leave_whole(http: httpx.AsyncClient, path: str) -> None:
         await task
 
 
-@pytest.mark.parametrize(
-    ("path", "leave"),
-    [
-        pytest.param(CHAT, _leave_stream, id="chat-stream"),
-        pytest.param(COMPLETIONS, _leave_stream, id="completions-stream"),
-        pytest.param(CHAT, _leave_whole, id="chat-whole"),
-        pytest.param(COMPLETIONS, _leave_whole, id="completions-whole"),
-    ],
-)
+LEAVING = [
+    pytest.param(CHAT, _leave_stream, id="chat-stream"),
+    pytest.param(COMPLETIONS, _leave_stream, id="completions-stream"),
+    pytest.param(CHAT, _leave_whole, id="chat-whole"),
+    pytest.param(COMPLETIONS, _leave_whole, id="completions-whole"),
+]
+
+
+@pytest.mark.parametrize(("path", "leave"), LEAVING)
 async def test_a_client_that_goes_away_aborts_its_request_in_the_engine(
     workers: tuple[Frontend, Frontend], path: str, leave: Any
 ) -> None:
@@ -340,25 +353,43 @@ async def test_a_client_that_goes_away_aborts_its_request_in_the_engine(
     run as long as the twin. The engine's own count of requests falls to 1 while the twin has produced
     less than half its tokens, however fast or slow the machine."""
     worker, _ = workers
-    async with httpx.AsyncClient(base_url=worker.base_url, timeout=PATIENCE) as http:
-        assert await engine_load(http) == 0
+    await _goes_away(worker, worker, path, leave)
+
+
+@pytest.mark.parametrize(("path", "leave"), LEAVING)
+async def test_a_client_that_leaves_a_router_aborts_its_request_in_the_workers_engine(
+    workers: tuple[Frontend, Frontend], router: Frontend, path: str, leave: Any
+) -> None:
+    """The same through a router process in front of the worker: the client leaves the router, and the
+    worker's engine is read."""
+    worker, _ = workers
+    await _goes_away(worker, router, path, leave)
+
+
+async def _goes_away(worker: Frontend, front: Frontend, path: str, leave: Any) -> None:
+    """A twin and a leaving request sent to `front`; the engine of `worker` read."""
+    async with (
+        httpx.AsyncClient(base_url=worker.base_url, timeout=PATIENCE) as engine,
+        httpx.AsyncClient(base_url=front.base_url, timeout=PATIENCE) as http,
+    ):
+        assert await engine_load(engine) == 0
         twin = Tokens()
         twin_task = asyncio.create_task(
             stream_tokens(http, COMPLETIONS, _body(COMPLETIONS, "the twin"), twin)
         )
         await asyncio.wait_for(twin.first.wait(), PATIENCE)
-        await leave(http, path)
+        await leave(http, engine, path)
         assert not twin_task.done(), "the twin ended before the other client left: nothing to compare"
 
         async def one_left() -> bool:
-            return await engine_load(http) <= 1
+            return await engine_load(engine) <= 1
 
         await until(one_left, within=PATIENCE, what="the engine dropping the request")
         when = twin.count
         await asyncio.wait_for(twin_task, PATIENCE)
         assert twin.finish_reasons == ["length"] and twin.count == LONG and twin.done
         assert when < LONG // 2, f"the engine ran the request until its twin had {when} of {LONG} tokens"
-        assert await engine_load(http) == 0
+        assert await engine_load(engine) == 0
 
 
 # ---- SIGTERM under load: every stream whole, new requests refused, exit 0 ----------------------------
