@@ -80,6 +80,7 @@ def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
         "otlp_traces_endpoint": None,
         "response_role": "assistant",
         "enable_force_include_usage": False,
+        "enable_server_load_tracking": False,
         "return_tokens_as_token_ids": False,
         "sse_keep_alive_interval": 0.0,
         "trust_request_mm_kwargs": False,

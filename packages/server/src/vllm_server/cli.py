@@ -279,6 +279,12 @@ def _response_flags(parser: argparse.ArgumentParser) -> None:
         "--enable-force-include-usage", action="store_true", help="usage in every response, streamed too"
     )
     response.add_argument(
+        "--enable-server-load-tracking",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="/load counts the inference requests in progress (else it says 0, as vLLM's)",
+    )
+    response.add_argument(
         "--return-tokens-as-token-ids",
         action="store_true",
         help='logprobs name their tokens "token_id:N" (for tokens that are not valid text)',
@@ -441,6 +447,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         otlp_traces_endpoint=args.otlp_traces_endpoint,
         response_role=args.response_role,
         enable_force_include_usage=args.enable_force_include_usage,
+        enable_server_load_tracking=args.enable_server_load_tracking,
         return_tokens_as_token_ids=args.return_tokens_as_token_ids,
         sse_keep_alive_interval=args.sse_keep_alive_interval,
         trust_request_mm_kwargs=args.trust_request_mm_kwargs,

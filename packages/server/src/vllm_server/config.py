@@ -91,6 +91,9 @@ class ServerConfig:
     #: of silence (0: none), per-request mm_processor_kwargs / media_io_kwargs taken from clients.
     response_role: str = "assistant"
     enable_force_include_usage: bool = False
+    #: `/load` counts the inference requests in progress (vLLM's --enable-server-load-tracking);
+    #: without it `/load` says 0, as vLLM's does.
+    enable_server_load_tracking: bool = False
     return_tokens_as_token_ids: bool = False
     sse_keep_alive_interval: float = 0.0
     trust_request_mm_kwargs: bool = False

@@ -52,9 +52,11 @@ def version(state: ServerState) -> Handler:
 def server_load(state: ServerState) -> Handler:
     """The load over `state`."""
 
+    tracking = state.config.server.enable_server_load_tracking
+
     async def server_load() -> dict[str, int]:
-        """Inference requests in progress on this server."""
-        return {"server_load": state.load.server_load}
+        """Inference requests in progress on this server; 0 unless it tracks them, as vLLM's."""
+        return {"server_load": state.load.server_load if tracking else 0}
 
     return server_load
 
