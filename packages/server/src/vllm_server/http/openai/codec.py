@@ -73,13 +73,18 @@ def _decode_lax(body: bytes, type_: type[T]) -> T:
     """`body` as `type_` after vLLM's checks of raw values and pydantic's lax coercions."""
     try:
         raw = _RAW.decode(body)
+    except msgspec.ValidationError as exc:  # a number JSON writes and no field can hold (1e999)
+        raise BadRequest(str(exc)) from exc
+    except msgspec.DecodeError as exc:
+        raise _not_json(body, exc) from exc
+    except RecursionError as exc:
+        raise BadRequest("JSON decode error: the body nests too deeply") from exc
+    try:
         if isinstance(raw, dict):
             _check_raw_numbers(raw, getattr(type_, "RAW_NUMBERS", ()))
         converted: T = msgspec.convert(coerce(raw, type_), type_, strict=True)
     except msgspec.ValidationError as exc:
         raise InvalidBody([validation_issue(exc, raw, type_)]) from exc
-    except msgspec.DecodeError as exc:
-        raise _not_json(body, exc) from exc
     except RecursionError as exc:
         raise BadRequest("JSON decode error: the body nests too deeply") from exc
     return converted
