@@ -52,7 +52,7 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("max-tokens-fraction", CMPL, {"prompt": PROMPT, "max_tokens": "4.5"}),
     ("max-tokens-exponent", CMPL, {"prompt": PROMPT, "max_tokens": "1e1"}),
     ("max-tokens-hex", CMPL, {"prompt": PROMPT, "max_tokens": "0x4"}),
-    ("stream-padded", CMPL, {"prompt": PROMPT, "max_tokens": 4, "stream": " false"}),
+    ("stream-padded", CMPL, {"prompt": PROMPT, "max_tokens": 4, "stream": " false", "temperature": 0}),
     ("stream-two", CMPL, {"prompt": PROMPT, "max_tokens": 4, "stream": 2}),
     ("model-number", CMPL, {"model": 5, "prompt": PROMPT, "max_tokens": 4}),
     # vLLM's check_logprobs reads logprobs before coercion: a string is refused, a bool passes.
@@ -63,7 +63,7 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     (
         "chat-logprobs-true-str",
         CHAT,
-        {"messages": HI, "max_tokens": 4, "logprobs": "true", "top_logprobs": 2},
+        {"messages": HI, "max_tokens": 4, "logprobs": "true", "top_logprobs": 2, "temperature": 0},
     ),
     ("chat-logprobs-1-str", CHAT, {"messages": HI, "max_tokens": 4, "logprobs": "1", "temperature": "0"}),
     ("chat-max-tokens-str", CHAT, {"messages": HI, "max_completion_tokens": "5", "temperature": 0}),
