@@ -247,6 +247,14 @@ class ShellSession:
             await self._jobs_end(10)
         if check:
             problems += await self._statuses()
+
+        # What a server started may take a moment to follow it (multiprocessing's resource tracker cleans
+        # up after the processes it tracked once they are gone): left running means still there after that.
+        async def all_ended() -> bool:
+            return not any(_alive(p.pid) for p in self._processes())
+
+        with contextlib.suppress(AssertionError):
+            await until(all_ended, within=STOP_GRACE / 4, what="the session's processes ending")
         left = [f"pid {p.pid}: {' '.join(p.cmdline())[:160]}" for p in self._processes() if _alive(p.pid)]
         if left:
             problems.append("left running at the end of the session (killed now): " + "; ".join(left))
