@@ -62,12 +62,7 @@ def _ipv4(rest: str) -> None:
 def _ipv6(rest: str) -> None:
     for entry in _entries(rest):
         if entry.startswith("["):
-            address, bracket, port = entry[1:].partition("]")
-            if not bracket or (port and not port.startswith(":")):
-                raise InvalidTarget(f"{entry!r} is not [ADDRESS]:PORT")
-            _address(address, ipaddress.IPv6Address, entry)
-            if port:
-                _port(port[1:], entry)
+            _bracketed(entry, what="[ADDRESS]:PORT")
         else:
             _address(entry, ipaddress.IPv6Address, entry)
 
@@ -114,14 +109,19 @@ def _address(text: str, kind: type[ipaddress.IPv4Address | ipaddress.IPv6Address
         raise InvalidTarget(f"{text!r} (in {entry!r}) is not an {kind.__name__[:4]} address") from None
 
 
+def _bracketed(text: str, *, what: str) -> None:
+    """`[IPV6]` or `[IPV6]:PORT`; `what` names the form in the error."""
+    address, bracket, port = text[1:].partition("]")
+    if not bracket or (port and not port.startswith(":")):
+        raise InvalidTarget(f"{text!r} is not {what}")
+    _address(address, ipaddress.IPv6Address, text)
+    if port:
+        _port(port[1:], text)
+
+
 def _host_port(text: str, *, what: str) -> None:
     if text.startswith("["):  # [ipv6]:port
-        address, bracket, port = text[1:].partition("]")
-        if not bracket or (port and not port.startswith(":")):
-            raise InvalidTarget(f"{text!r} is not {what}")
-        _address(address, ipaddress.IPv6Address, text)
-        if port:
-            _port(port[1:], text)
+        _bracketed(text, what=what)
         return
     host, sep, port = text.rpartition(":") if ":" in text else (text, "", "")
     if not _HOST.match(host):
