@@ -192,6 +192,8 @@ DECODE_TARGET = "127.0.0.1:50072"
 #: NixlConnector's `kv_lease_duration` by default (vllm/.../nixl/base_worker.py), which the README's
 #: `--kv-transfer-config` leaves as it is: blocks held for a remote decode are freed after it.
 KV_LEASE_SECONDS = 30.0
+#: The log lines of vLLM's NIXL connector worth showing when a P/D check fails.
+_CONNECTOR_LOG = re.compile(r"nixl|kv blocks|lease|heartbeat|abort", re.IGNORECASE)
 SHORT = "The cat sat on the mat"
 LONG = " ".join(["a longer prompt about cats, dogs and the weather"] * 24)  # more than one 128-token block
 GREEDY: dict[str, Any] = {"max_tokens": 12, "temperature": 0}
@@ -252,14 +254,26 @@ async def blocks_held_for_a_decode_that_never_runs_are_released(ctx: Context) ->
         ended = time.monotonic()
         kv = outs[-1].kv_transfer_params
         assert kv is not None and kv["remote_block_ids"], kv
-        # the gauge follows the engine's stats, which the worker may record just after the output went out
+        # The gauge is the engine's stats of its last step. One more step (a request of its own, whose
+        # blocks are freed in that step) reports what the engine holds now, whichever step sent the last.
+        step = GenerateRequest(
+            request_id=f"step-{time.monotonic_ns()}",
+            prompt_token_ids=[7],
+            sampling_params=SamplingParams(max_tokens=1),
+        )
+        assert [o.finish_reason async for o in await prefill.generate(step)][-1] == FinishReason.LENGTH
         try:
             await until(holding, within=PATIENCE, what="the prefill worker's KV cache holding the blocks")
-        except AssertionError as exc:  # what the engine last reported, for whoever reads the failure
+        except AssertionError as exc:  # what the engine reported, and its connector logged, for the reader
             shown = ("vllm:kv_cache_usage_perc", "vllm:num_requests_", "vllm:prefix_cache_")
             lines = [line for line in (await _metrics(PREFILL)).splitlines() if line.startswith(shown)]
+            log = [line for line in ctx.session.log_tail(4000).splitlines() if _CONNECTOR_LOG.search(line)]
             raise AssertionError(
-                f"{exc}; kv_transfer_params {kv}; the prefill worker's gauges:\n" + "\n".join(lines)
+                f"{exc} ({time.monotonic() - ended:.1f} s after the prefill leg ended); kv_transfer_params "
+                f"{kv}; the prefill worker's gauges:\n"
+                + "\n".join(lines)
+                + "\nthe session's KV connector log:\n"
+                + "\n".join(log[-20:])
             ) from None
         return kv, ended
 

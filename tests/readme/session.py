@@ -179,7 +179,9 @@ class ShellSession:
                 for child in bash.children():
                     if child.pid not in self.jobs and _reads_dev_null(child.pid):
                         with contextlib.suppress(psutil.Error):
-                            self.jobs[child.pid] = " ".join(child.cmdline())
+                            # A child already gone has no command line: bash's `jobs -l` names it instead.
+                            if cmdline := " ".join(child.cmdline()):
+                                self.jobs[child.pid] = cmdline
             for pid, cmdline in self.jobs.items():
                 gone = not psutil.pid_exists(pid) or _is_zombie(pid)
                 if gone and pid not in self._may_exit and not self._closing and self._died is None:
