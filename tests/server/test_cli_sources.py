@@ -24,6 +24,10 @@ EVERY_SOURCE = {
     "response_role", "return_tokens_as_token_ids", "served_model_name", "shutdown_grace_period",
     "sse_keep_alive_interval", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "tokenizer", "tool_call_parser",
     "tool_strict_level", "trust_request_mm_kwargs",
+    # vllm_server.frontend_flags (every one of them applies everywhere so far)
+    "uds", "uvicorn_log_level", "allowed_methods", "allowed_headers", "enable_ssl_refresh", "ssl_cert_reqs",
+    "ssl_ciphers", "root_path", "middleware", "disable_fastapi_docs", "h11_max_incomplete_event_size",
+    "h11_max_header_count", "enable_offline_docs",
 }  # fmt: skip
 #: The source flags themselves.
 SOURCES = {"model", "remote", "mock"}

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from vllm_llm import ParserOptions
 from vllm_llm.parsers import REASONING_PARSERS, TOOL_PARSERS
-from vllm_server import engine_flags, runtime
+from vllm_server import engine_flags, frontend_flags, runtime
 from vllm_server.config import EngineCoreConfig, FrontendConfig, LoraModule, ServerConfig
 
 #: `--prepare-per-turn` of a router (`--remote`): new requests whose handlers start per event-loop turn.
@@ -360,6 +360,7 @@ _FLAG_GROUPS: tuple[Callable[[argparse.ArgumentParser], None], ...] = (
     _observability_flags,
     _response_flags,
     _remote_flags,
+    frontend_flags.add_flags,
 )
 
 
@@ -407,6 +408,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
     """The FrontendConfig of parsed `serve` arguments (`parse_serve_args`); SystemExit (exit code 1,
     the cause as its message) for a configuration that cannot serve."""
     _check_source_flags(args)
+    frontend_flags.refuse_misplaced(args, worker=args.model is not None)
     tokenizer = args.tokenizer
     if args.mock and tokenizer is None:
         tokenizer = _mock_tokenizer()
@@ -425,6 +427,19 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         served_model_name=tuple(args.served_model_name or ()),
         allowed_origins=tuple(args.allowed_origins),
         allow_credentials=args.allow_credentials,
+        allowed_methods=tuple(args.allowed_methods),
+        allowed_headers=tuple(args.allowed_headers),
+        uds=args.uds,
+        uvicorn_log_level=args.uvicorn_log_level,
+        ssl_cert_reqs=args.ssl_cert_reqs,
+        ssl_ciphers=args.ssl_ciphers,
+        enable_ssl_refresh=args.enable_ssl_refresh,
+        root_path=args.root_path or "",
+        middleware=tuple(frontend_flags.value(args, "--middleware")),
+        disable_fastapi_docs=args.disable_fastapi_docs,
+        enable_offline_docs=args.enable_offline_docs,
+        h11_max_incomplete_event_size=args.h11_max_incomplete_event_size,
+        h11_max_header_count=args.h11_max_header_count,
         dev_mode=args.dev_mode,
         enable_runtime_lora=args.enable_runtime_lora,
         tokenizer=tokenizer,

@@ -41,6 +41,21 @@ class ServerConfig:
     allow_credentials: bool = False
     allowed_methods: tuple[str, ...] = ("*",)
     allowed_headers: tuple[str, ...] = ("*",)
+    #: Transport (vLLM's flags of the same names, `vllm_server.frontend_flags`): HTTP on a Unix socket
+    #: instead of host:port, uvicorn's log level, HTTPS client certificates and ciphers, certificate
+    #: files reloaded when they change, the path prefix of a proxy in front, middleware imported by
+    #: dotted name, the docs routes, h11's limits (as vLLM hands them to uvicorn).
+    uds: str | None = None
+    uvicorn_log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
+    ssl_cert_reqs: int = 0
+    ssl_ciphers: str | None = None
+    enable_ssl_refresh: bool = False
+    root_path: str = ""
+    middleware: tuple[str, ...] = ()
+    disable_fastapi_docs: bool = False
+    enable_offline_docs: bool = False
+    h11_max_incomplete_event_size: int = 4 * 1024 * 1024
+    h11_max_header_count: int = 256
     #: Registers the engine-core admin routes (over an engine-core Llm only).
     dev_mode: bool = False
     #: Registers load/unload LoRA routes (over an engine-core Llm only).

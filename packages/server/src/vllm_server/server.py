@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
@@ -106,15 +107,21 @@ class Server:
         try:
             # Listen before the engine starts (as vLLM's server binds its socket first): a port in use
             # stops the start at once, not after the engine loaded.
-            sock = _bind(server.host, server.port)
+            sock = _bind_unix(server.uds) if server.uds else _bind(server.host, server.port)
+            http.config.load()  # its SSL context exists from here (for --enable-ssl-refresh)
             http_task = asyncio.create_task(http.serve(sockets=[sock]), name="http")
             tasks.append(http_task)
             await self._wait_started(http, http_task)
-            self.http_port = sock.getsockname()[1]
+            if server.enable_ssl_refresh and http.config.ssl is not None:
+                tasks.append(asyncio.create_task(_refresh_ssl(http.config), name="ssl refresh"))
             if server.grpc_port is not None:
                 grpc = await self._start_grpc(state, llm)
             self.listening.set()
-            logger.info("listening: HTTP on %s:%s, gRPC on %s", server.host, self.http_port, self.grpc_port)
+            if server.uds:
+                logger.info("listening: HTTP on unix:%s, gRPC on %s", server.uds, self.grpc_port)
+            else:
+                self.http_port = port = sock.getsockname()[1]
+                logger.info("listening: HTTP on %s:%s, gRPC on %s", server.host, port, self.grpc_port)
             bring_up = asyncio.create_task(self._bring_up(state, engine), name="bring-up")
             tasks.append(bring_up)
             waiter = asyncio.create_task(shutdown_event.wait())
@@ -174,29 +181,36 @@ class Server:
         return engine, engine
 
     def _uvicorn_config(self, app: ASGIApp) -> uvicorn.Config:
-        import os
 
         server = self.config.server
         # How long an idle keep-alive connection stays open: vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE (seconds,
         # default 5; vllm/envs.py). A client that reuses a connection the server closed meanwhile sees it
         # closed: see "Keep-alive" in docs/performance.md.
         keep_alive = int(os.environ.get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "5"))
+        # As vLLM's serve_http: uvicorn's loggers at --uvicorn-log-level, HTTPS as vLLM configures it
+        # (client certificates against --ssl-ca-certs when --ssl-cert-reqs asks for them), h11's limits.
         config = uvicorn.Config(
             app,
             host=server.host,
             port=server.port,
+            uds=server.uds,
             lifespan="off",
-            log_level=server.log_level if server.log_level != "info" else "warning",
+            log_level=server.uvicorn_log_level,
             access_log=server.access_log,
             ssl_certfile=str(server.ssl_certfile) if server.ssl_certfile else None,
             ssl_keyfile=str(server.ssl_keyfile) if server.ssl_keyfile else None,
+            ssl_ca_certs=str(server.ssl_ca_certs) if server.ssl_ca_certs else None,
+            ssl_cert_reqs=server.ssl_cert_reqs,
             timeout_graceful_shutdown=1,
             timeout_keep_alive=keep_alive,
+            h11_max_incomplete_event_size=server.h11_max_incomplete_event_size,
         )
+        if server.ssl_ciphers is not None:
+            config.ssl_ciphers = server.ssl_ciphers
+        # vLLM sets it on uvicorn's config, which reads no such setting (uvicorn 0.54): the same here.
+        config.h11_max_header_count = server.h11_max_header_count  # type: ignore[attr-defined]
         if server.access_log:
-            # uvicorn's access log, in its format, at the server's level (its other chatter stays quiet).
             access = logging.getLogger("uvicorn.access")
-            access.setLevel(server.log_level.upper())
             for old in [f for f in access.filters if isinstance(f, _ExcludePaths)]:
                 access.removeFilter(old)  # the logger is process-wide; the last server configured wins
             if server.access_log_exclude_paths:
@@ -314,6 +328,62 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise StartupError(f"HTTP cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     return sock
+
+
+def _bind_unix(path: str) -> socket.socket:
+    """The HTTP listening socket on a Unix domain socket (`--uds`, as vLLM binds it), or a StartupError."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        sock.listen(2048)
+        sock.set_inheritable(True)
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"HTTP cannot listen on unix:{path}: {exc.strerror or exc}") from exc
+    return sock
+
+
+#: How often `--enable-ssl-refresh` looks at the certificate files.
+SSL_REFRESH_POLL = 1.0
+
+
+async def _refresh_ssl(config: uvicorn.Config) -> None:
+    """Reload the HTTPS certificate chain (and CA certificates) into the live SSL context when their files
+    change (vLLM's SSLCertRefresher, `--enable-ssl-refresh`): new connections get the new certificate."""
+    ssl_context = config.ssl
+    assert ssl_context is not None and config.ssl_certfile is not None
+    chain = [str(config.ssl_certfile), str(config.ssl_keyfile or config.ssl_certfile)]
+    watched = {"chain": chain, "ca": [str(config.ssl_ca_certs)] if config.ssl_ca_certs else []}
+
+    def stamp(paths: list[str]) -> tuple[tuple[int, int, int], ...]:
+        out = []
+        for path in paths:
+            try:
+                st = os.stat(path)
+            except OSError:
+                out.append((0, 0, 0))
+            else:
+                out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+        return tuple(out)
+
+    seen = {name: stamp(paths) for name, paths in watched.items()}
+    logger.info("SSL refresh: watching %s", [p for paths in watched.values() for p in paths])
+    while True:
+        await asyncio.sleep(SSL_REFRESH_POLL)
+        for name, paths in watched.items():
+            now = stamp(paths)
+            if not paths or now == seen[name]:
+                continue
+            try:
+                if name == "chain":
+                    ssl_context.load_cert_chain(chain[0], chain[1], config.ssl_keyfile_password)
+                    logger.info("Reloading SSL certificate chain")
+                else:
+                    ssl_context.load_verify_locations(paths[0])
+                    logger.info("Reloading SSL CA certificates")
+            except (OSError, ValueError) as exc:  # a half-written file: tried again when it changes
+                logger.error("SSL refresh failed on a change of %s: %s", paths, exc)
+            seen[name] = now
 
 
 class _ExcludePaths(logging.Filter):

@@ -30,7 +30,7 @@ from typing import BinaryIO
 from urllib.parse import urlsplit
 
 #: What `vllm-frontend serve` logs once it listens: its HTTP port, and its gRPC port or `None`.
-_LISTENING = re.compile(r"listening: HTTP on [\d.]+:(\d+), gRPC on (\w+)")
+_LISTENING = re.compile(r"listening: HTTP on (?:[\d.]+:(\d+)|unix:(\S+)), gRPC on (\w+)")
 #: Lines of output kept in memory (the whole of it goes to the log file, when there is one).
 _KEPT_LINES = 2000
 #: Longest output line read whole (vLLM logs its whole config on one line).
@@ -235,6 +235,8 @@ class Frontend(ServerProcess):
         super().__init__("frontend", [], http_port=http_port, log_path=log_path, env=env)
         self.args = tuple(args)
         self.grpc_port: int | None = None
+        #: The Unix socket it serves HTTP on (`--uds`), instead of `http_port`.
+        self.uds: str | None = None
 
     @classmethod
     async def start(
@@ -270,8 +272,10 @@ class Frontend(ServerProcess):
         except BaseException:
             await self.stop(5)
             raise
-        self.http_port = int(match.group(1))
-        self.grpc_port = int(match.group(2)) if match.group(2).isdigit() else None
+        if match.group(1) is not None:
+            self.http_port = int(match.group(1))
+        self.uds = match.group(2)
+        self.grpc_port = int(match.group(3)) if match.group(3).isdigit() else None
 
     async def restart(self, within: float = STARTUP_WITHIN) -> None:
         """Start the same command again on the same HTTP and gRPC ports (after it exited)."""

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import inspect
 import logging
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vllm_llm import LlmError
@@ -22,7 +26,7 @@ from vllm_server.http.middleware import (
     RequestIdMiddleware,
 )
 from vllm_server.http.routes import route_table
-from vllm_server.state import ServerState
+from vllm_server.state import ServerState, StartupError
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -33,7 +37,18 @@ logger = logging.getLogger(__name__)
 def build_app(state: ServerState, *, tracer: Tracer | None = None) -> FastAPI:
     """The FastAPI app over `state`; with `tracer`, a span per HTTP request (`--otlp-traces-endpoint`)."""
     server = state.config.server
-    app = FastAPI(title="vLLM frontend", docs_url=None, redoc_url=None)
+    # vLLM's docs routes: /docs, /redoc and /openapi.json, none with --disable-fastapi-docs, /docs from
+    # vLLM's own Swagger UI assets with --enable-offline-docs.
+    docs = not (server.disable_fastapi_docs or server.enable_offline_docs)
+    app = FastAPI(
+        title="vLLM frontend",
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        openapi_url=None if server.disable_fastapi_docs else "/openapi.json",
+        root_path=server.root_path,
+    )
+    if server.enable_offline_docs:
+        _offline_docs(app)
 
     # The route table (`vllm_server.http.routes`): every path next to its handler, gates included.
     routes = route_table(state)
@@ -47,23 +62,73 @@ def build_app(state: ServerState, *, tracer: Tracer | None = None) -> FastAPI:
     app.add_middleware(DirectRoutes, fastapi_app=app, admission=admission)
     counted = frozenset((route.method, route.path) for route in routes if route.counted)
     app.add_middleware(LoadMiddleware, metrics=state.metrics, load=state.load, counted=counted)
-    if server.allowed_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(server.allowed_origins),
-            allow_credentials=server.allow_credentials,
-            allow_methods=list(server.allowed_methods),
-            allow_headers=list(server.allowed_headers),
-        )
+    # Always, as vLLM's: with no allowed origin a preflight request is refused (400), not a 405.
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=list(server.allowed_origins),
+        allow_credentials=server.allow_credentials,
+        allow_methods=list(server.allowed_methods),
+        allow_headers=list(server.allowed_headers),
+    )
     if server.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=server.api_key)
     app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_request_body_bytes)
-    app.add_middleware(RequestIdMiddleware)  # outermost: errors of the middleware above carry it too
+    app.add_middleware(RequestIdMiddleware)  # errors of the middleware above carry it too
+    for name in server.middleware:  # --middleware, outside the server's own (as vLLM adds them last)
+        _add_middleware(app, name)
     if tracer is not None:
         from vllm_server.http.tracing import TracingMiddleware
 
         app.add_middleware(TracingMiddleware, tracer=tracer)  # around everything: the request's whole time
     return app
+
+
+def _add_middleware(app: FastAPI, name: str) -> None:
+    """Add the middleware `name` names (`module.object`): a class as ASGI middleware, a coroutine
+    function as HTTP middleware (vLLM's `--middleware`); StartupError for anything else."""
+    module_name, _, object_name = name.rpartition(".")
+    try:
+        imported: Any = getattr(importlib.import_module(module_name), object_name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise StartupError(f"--middleware {name}: cannot import it: {exc}") from exc
+    if inspect.isclass(imported):
+        factory: Any = imported  # narrowed to a class of object by isclass
+        app.add_middleware(factory)
+    elif inspect.iscoroutinefunction(imported):
+        app.middleware("http")(imported)
+    else:
+        raise StartupError(f"--middleware {name}: Invalid middleware {name}. Must be a function or a class.")
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """/docs over the Swagger UI assets vLLM ships (`--enable-offline-docs`), served under /static."""
+    from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+    from fastapi.staticfiles import StaticFiles
+
+    spec = importlib.util.find_spec("vllm")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    static = [p for root in roots if (p := Path(root, "entrypoints/serve/instrumentator/static")).is_dir()]
+    if not static:
+        raise StartupError(
+            "--enable-offline-docs serves the Swagger UI assets vLLM ships, and vLLM is not installed here"
+        )
+    app.mount("/static", StaticFiles(directory=str(static[0])), name="static")
+    redirect = app.swagger_ui_oauth2_redirect_url or "/docs/oauth2-redirect"
+
+    async def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.root_path + (app.openapi_url or "/openapi.json"),
+            title=app.title + " - Swagger UI",
+            oauth2_redirect_url=redirect,
+            swagger_js_url="/static/swagger-ui-bundle.js",
+            swagger_css_url="/static/swagger-ui.css",
+        )
+
+    async def swagger_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    app.add_api_route("/docs", swagger_ui, methods=["GET"], include_in_schema=False)
+    app.add_api_route(redirect, swagger_redirect, methods=["GET"], include_in_schema=False)
 
 
 def _install_error_handlers(app: FastAPI) -> None:

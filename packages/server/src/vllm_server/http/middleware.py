@@ -7,6 +7,7 @@ import json
 import secrets
 from collections.abc import Awaitable
 
+from starlette._utils import get_route_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vllm_server.errors import PayloadTooLarge, RequestError, Unauthenticated, error_body, map_error
@@ -50,12 +51,16 @@ class ApiKeyMiddleware:
         self._expected = api_key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope["method"] == "OPTIONS":
+        if scope["type"] != "http" or scope["method"] == "OPTIONS":
+            await self.app(scope, receive, send)
+            return
+        path = get_route_path(scope)  # without a --root-path prefix
+        if path in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         if not self._authorized(dict(scope["headers"])):
             refusal = Unauthenticated("invalid or missing API key")
-            await send_error(send, refusal, anthropic=scope["path"].startswith(ANTHROPIC_PATH_PREFIX))
+            await send_error(send, refusal, anthropic=path.startswith(ANTHROPIC_PATH_PREFIX))
             return
         await self.app(scope, receive, send)
 
@@ -126,7 +131,7 @@ class LoadMiddleware:
                 status = message["status"]
             return send(message)
 
-        inference = (scope["method"], scope["path"]) in self.counted
+        inference = (scope["method"], get_route_path(scope)) in self.counted
         self.load.add(1, inference=inference)
         try:
             await self.app(scope, receive, track)
