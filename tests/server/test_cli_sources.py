@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from vllm_server.cli import serve_config, serve_parser
+from vllm_server.frontend_flags import FLAGS
 
 #: Flags every source applies (listeners, auth, the text and chat layers, observability, modes).
 EVERY_SOURCE = {
@@ -24,11 +25,12 @@ EVERY_SOURCE = {
     "response_role", "return_tokens_as_token_ids", "served_model_name", "shutdown_grace_period",
     "sse_keep_alive_interval", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "tokenizer", "tool_call_parser",
     "tool_strict_level", "trust_request_mm_kwargs",
-    # vllm_server.frontend_flags (every one of them applies everywhere so far)
+    # vllm_server.frontend_flags (every one of them applies everywhere so far; the refused ones are refused
+    # everywhere: tests/server/test_frontend_flags.py)
     "uds", "uvicorn_log_level", "allowed_methods", "allowed_headers", "enable_ssl_refresh", "ssl_cert_reqs",
     "ssl_ciphers", "root_path", "middleware", "disable_fastapi_docs", "h11_max_incomplete_event_size",
     "h11_max_header_count", "enable_offline_docs",
-}  # fmt: skip
+} | {flag.dest for flag in FLAGS if flag.refused}  # fmt: skip
 #: The source flags themselves.
 SOURCES = {"model", "remote", "mock"}
 #: Per flag of one source only: a value other than its default, and the sources it is refused on.

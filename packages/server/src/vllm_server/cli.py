@@ -117,7 +117,7 @@ def _listener_flags(parser: argparse.ArgumentParser) -> None:
     net.add_argument("--ssl-ca-certs", type=Path, help="require gRPC client certificates signed by these CAs")
     net.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY"))
     net.add_argument("--allowed-origins", type=json.loads, default=[], help='JSON list, e.g. ["*"]')
-    net.add_argument("--allow-credentials", action="store_true")
+    net.add_argument("--allow-credentials", action=argparse.BooleanOptionalAction, default=False)
     net.add_argument(
         "--shutdown-grace-period",
         type=float,
@@ -146,7 +146,10 @@ def _frontend_model_flags(parser: argparse.ArgumentParser) -> None:
         help="message content as the template reads it: a string or OpenAI-style parts (auto: detected)",
     )
     chat.add_argument(
-        "--enable-auto-tool-choice", action="store_true", help="parse tool calls from the output"
+        "--enable-auto-tool-choice",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="parse tool calls from the output",
     )
     chat.add_argument("--tool-call-parser", help=f"one of {', '.join(sorted(TOOL_PARSERS))}")
     chat.add_argument(
@@ -252,7 +255,12 @@ def _mode_flags(parser: argparse.ArgumentParser) -> None:
 
 def _observability_flags(parser: argparse.ArgumentParser) -> None:
     observe = parser.add_argument_group("observability (vLLM's flags)")
-    observe.add_argument("--disable-uvicorn-access-log", action="store_true", help="no access log")
+    observe.add_argument(
+        "--disable-uvicorn-access-log",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="no access log",
+    )
     observe.add_argument(
         "--disable-access-log-for-endpoints",
         default="",
@@ -267,7 +275,8 @@ def _observability_flags(parser: argparse.ArgumentParser) -> None:
     )
     observe.add_argument(
         "--enable-request-id-headers",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=False,
         help="accepted for vLLM's CLI: X-Request-Id is always echoed on responses",
     )
 
@@ -276,7 +285,10 @@ def _response_flags(parser: argparse.ArgumentParser) -> None:
     response = parser.add_argument_group("responses (vLLM's flags)")
     response.add_argument("--response-role", default="assistant", help="the role of a generated chat message")
     response.add_argument(
-        "--enable-force-include-usage", action="store_true", help="usage in every response, streamed too"
+        "--enable-force-include-usage",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="usage in every response, streamed too",
     )
     response.add_argument(
         "--enable-server-load-tracking",
@@ -286,7 +298,8 @@ def _response_flags(parser: argparse.ArgumentParser) -> None:
     )
     response.add_argument(
         "--return-tokens-as-token-ids",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=False,
         help='logprobs name their tokens "token_id:N" (for tokens that are not valid text)',
     )
     response.add_argument(
@@ -297,7 +310,8 @@ def _response_flags(parser: argparse.ArgumentParser) -> None:
     )
     response.add_argument(
         "--trust-request-mm-kwargs",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=False,
         help="take mm_processor_kwargs and media_io_kwargs from requests (refused otherwise)",
     )
 
@@ -408,7 +422,7 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
     """The FrontendConfig of parsed `serve` arguments (`parse_serve_args`); SystemExit (exit code 1,
     the cause as its message) for a configuration that cannot serve."""
     _check_source_flags(args)
-    frontend_flags.refuse_misplaced(args, worker=args.model is not None)
+    frontend_flags.refuse(args, worker=args.model is not None)
     tokenizer = args.tokenizer
     if args.mock and tokenizer is None:
         tokenizer = _mock_tokenizer()

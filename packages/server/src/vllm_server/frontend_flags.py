@@ -4,7 +4,7 @@ Each `Flag` holds a flag as vLLM 0.32's parser defines it (`vllm.entrypoints.lau
 names, type, default and choices; `tests/server/test_frontend_flags.py` compares them with vLLM's parser)
 with this server's help text and where it applies: a worker (`--model`), a router (`--remote`) and the
 mock, or all of them. The CLI's parser adds them from here (`add_flags`), refuses one given where it does
-not apply (`refuse_misplaced`), and `docs/frontend-flags.md` is this table rendered (`markdown`;
+not apply (`refuse`), and `docs/frontend-flags.md` is this table rendered (`markdown`;
 `python -m vllm_server.frontend_flags` writes it).
 
 The CLI's older flags are still defined in `vllm_server.cli`; they move here group by group.
@@ -41,8 +41,14 @@ class Flag:
     boolean: bool = False
     #: Given several times, the values add up (vLLM's `action="append"`).
     append: bool = False
+    #: `--x` alone, no `--no-x` (vLLM's `action="store_true"`).
+    switch: bool = False
     metavar: str | None = None
     where: Where = "all"
+    #: Why a value other than the default (and `allowed`) cannot apply to this frontend: the start is
+    #: refused, naming the flag, rather than the flag accepted and ignored.
+    refused: str | None = None
+    allowed: tuple[Any, ...] = ()
 
     @property
     def name(self) -> str:
@@ -61,6 +67,18 @@ def _json_list(value: str) -> list[Any]:
 
 
 _TRANSPORT = "start-up and transport (vLLM's flags)"
+_REFUSED = "vLLM's flags for what this frontend does not run (only their defaults are taken)"
+_POOLING = "pooling models are not served; generation only"
+_DP_SUPERVISOR = (
+    "vLLM's data-parallel supervisor (API servers over data-parallel engines) is not run: a worker's "
+    "engines are data parallel within it (--data-parallel-size), and routers (--remote) scale out over "
+    "workers"
+)
+_COHERE = "the Cohere API (/v2/chat, /v2/embed) is not served"
+_SCALE_OUT = (
+    "vLLM's token-in/token-out scale-out endpoints (/inference/v1/generate, /render) are not served; "
+    "a router reaches its workers over gRPC (vllm.internal.Llm)"
+)
 
 #: The table. Order: vLLM's, within each group.
 FLAGS: tuple[Flag, ...] = (
@@ -159,6 +177,163 @@ FLAGS: tuple[Flag, ...] = (
         help="/docs with the Swagger UI assets vLLM ships, for air-gapped hosts (no /redoc); needs vLLM "
         "installed (a worker's environment)",
     ),
+    # ---- refused: what vLLM runs and this frontend does not --------------------------------------------
+    Flag(
+        names=("--headless",),
+        group=_REFUSED,
+        default=False,
+        switch=True,
+        help="vLLM: engines only, no API server (multi-node data parallel)",
+        refused="a worker always serves HTTP and gRPC over its engine; vLLM's headless engines of a "
+        "multi-node data-parallel deployment are not run by this frontend",
+    ),
+    Flag(
+        names=("--api-server-count", "-asc"),
+        group=_REFUSED,
+        type=int,
+        help="vLLM: how many API server processes share the engine (1 here)",
+        allowed=(1,),
+        refused="one frontend process serves each engine; more processes in front of one engine are "
+        "routers (--remote) over the worker",
+    ),
+    Flag(
+        names=("--grpc",),
+        group=_REFUSED,
+        default=False,
+        switch=True,
+        help="vLLM: its Python gRPC server instead of HTTP",
+        refused="this frontend serves HTTP and, on --grpc-port, its own gRPC service (vllm.internal.Llm) "
+        "beside it; vLLM's SMG gRPC server is not run",
+    ),
+    Flag(
+        names=("--tool-parser-plugin",),
+        group=_REFUSED,
+        default="",
+        help="vLLM: a file of tool parsers to register",
+        refused="tool parsers run in the chat layer, chosen from its own table by --tool-call-parser; "
+        "vLLM's parser plugins are not loaded",
+    ),
+    Flag(
+        names=("--tool-server",),
+        group=_REFUSED,
+        help="vLLM: tool servers for the Responses API's built-in tools",
+        refused="the Responses API's built-in tools (tool servers, MCP) are not served",
+    ),
+    Flag(
+        names=("--enable-prompt-tokens-details",),
+        group=_REFUSED,
+        default=False,
+        boolean=True,
+        help="vLLM: usage.prompt_tokens_details in chat and completion responses",
+        refused="vLLM's chat usage then reports the prompt's cache-creation and multimodal tokens, which "
+        "this frontend's wire does not carry yet (issue 52); without the flag no prompt_tokens_details "
+        "is reported, as under vLLM",
+    ),
+    Flag(
+        names=("--enable-per-request-metrics",),
+        group=_REFUSED,
+        default=False,
+        boolean=True,
+        help="vLLM: per-request timing metrics in API responses",
+        refused="per-request timing metrics in responses are not served (the engine's timings are on "
+        "/metrics)",
+    ),
+    Flag(
+        names=("--cohere-is-reasoning-model",),
+        group=_REFUSED,
+        default=True,
+        boolean=True,
+        help="vLLM: the Cohere API's reasoning default",
+        refused=_COHERE,
+    ),
+    Flag(
+        names=("--cohere-format",),
+        group=_REFUSED,
+        default="cmd4",
+        help="vLLM: the Cohere API's prompt format",
+        refused=_COHERE,
+    ),
+    Flag(
+        names=("--anthropic-disabled-thinking-effort",),
+        group=_REFUSED,
+        default="auto",
+        choices=("auto", "none", "low", "medium", "high", "xhigh", "max"),
+        help="vLLM: the reasoning effort of an Anthropic request with thinking disabled",
+        refused="the Anthropic route renders a request with thinking disabled as vLLM's default (auto) "
+        "does; other choices are not implemented",
+    ),
+    Flag(
+        names=("--tokens-only",),
+        group=_REFUSED,
+        default=False,
+        boolean=True,
+        help="vLLM: only the token-in/token-out endpoints",
+        refused=_SCALE_OUT,
+    ),
+    Flag(
+        names=("--enable-scale-out",),
+        group=_REFUSED,
+        default=False,
+        boolean=True,
+        help="vLLM: the scale-out endpoints beside the OpenAI API",
+        refused=_SCALE_OUT,
+    ),
+    Flag(
+        names=("--fingerprint-mode",),
+        group=_REFUSED,
+        default="full",
+        choices=("full", "hash", "custom", "none"),
+        help="vLLM: the system_fingerprint of responses; this frontend's is null (vLLM's `none`)",
+        allowed=("none",),
+        refused="system_fingerprint is null here (vLLM's `none`); vLLM's version-and-config fingerprints "
+        "are not made (issue 52)",
+    ),
+    Flag(
+        names=("--fingerprint-value",),
+        group=_REFUSED,
+        help="vLLM: the literal fingerprint of --fingerprint-mode custom",
+        refused="system_fingerprint is null here (vLLM's `none`)",
+    ),
+    Flag(
+        names=("--data-parallel-supervisor-port",),
+        group=_REFUSED,
+        default=9256,
+        type=int,
+        help="vLLM: the data-parallel supervisor's port",
+        refused=_DP_SUPERVISOR,
+    ),
+    Flag(
+        names=("--dp-supervisor-probe-interval-s",),
+        group=_REFUSED,
+        default=5.0,
+        type=float,
+        help="vLLM: how often the supervisor probes its API servers",
+        refused=_DP_SUPERVISOR,
+    ),
+    Flag(
+        names=("--dp-supervisor-probe-timeout-s",),
+        group=_REFUSED,
+        default=5.0,
+        type=float,
+        help="vLLM: the supervisor's probe deadline",
+        refused=_DP_SUPERVISOR,
+    ),
+    Flag(
+        names=("--dp-supervisor-probe-failure-threshold",),
+        group=_REFUSED,
+        default=3,
+        type=int,
+        help="vLLM: failed probes before the supervisor restarts an API server",
+        refused=_DP_SUPERVISOR,
+    ),
+    Flag(
+        names=("--enable-flash-late-interaction",),
+        group=_REFUSED,
+        default=True,
+        boolean=True,
+        help="vLLM: a kernel of late-interaction pooling models",
+        refused=_POOLING,
+    ),
 )
 
 
@@ -172,6 +347,8 @@ def add_flags(parser: argparse.ArgumentParser, flags: Sequence[Flag] = FLAGS) ->
         kwargs: dict[str, Any] = {"default": flag.default, "help": f"{flag.help} [{_WHERE_TEXT[flag.where]}]"}
         if flag.boolean:
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif flag.switch:
+            kwargs["action"] = "store_true"
         else:
             kwargs["action"] = "append" if flag.append else "store"
             if flag.type is not None:
@@ -194,12 +371,17 @@ def value(args: argparse.Namespace, flag_name: str) -> Any:
     return got
 
 
-def refuse_misplaced(args: argparse.Namespace, *, worker: bool) -> None:
-    """SystemExit (exit code 1) for a flag given away from its default where it does not apply."""
+def refuse(args: argparse.Namespace, *, worker: bool) -> None:
+    """SystemExit (exit code 1) for a flag given away from its default where it does not apply, or a
+    value this frontend does not run (`Flag.refused`), in the words of the engine flags' refusals."""
     for flag in FLAGS:
+        given = value(args, flag.name)
+        if flag.refused is not None and given != flag.default and given not in flag.allowed:
+            why = flag.refused
+            raise SystemExit(f"Error: {flag.name} {given!r} is not supported by this frontend: {why}")
         if flag.where == "all" or (flag.where == "worker") == worker:
             continue
-        if value(args, flag.name) != flag.default:
+        if given != flag.default:
             place = "a worker (--model)" if flag.where == "worker" else "a router (--remote) and the mock"
             raise SystemExit(f"Error: {flag.name} applies to {place} only")
 
@@ -220,9 +402,10 @@ def markdown(flags: Sequence[Flag] = FLAGS) -> str:
             names = ", ".join(f"`{n}`" for n in flag.names)
             if flag.boolean:
                 names += f", `--no-{flag.name.removeprefix('--')}`"
+            text = flag.help if flag.refused is None else f"{flag.help}. Refused: {flag.refused}"
             choices = f" (one of {', '.join(map(str, flag.choices))})" if flag.choices else ""
             default = f"`{json.dumps(flag.default)}`" if flag.default is not None else ""
-            text = flag.help.replace("|", "\\|")
+            text = text.replace("|", "\\|")
             lines.append(f"| {names} | {default} | {_WHERE_TEXT[flag.where]} | {text}{choices} |")
         lines.append("")
     return "\n".join(lines)

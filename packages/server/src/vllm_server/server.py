@@ -108,7 +108,11 @@ class Server:
             # Listen before the engine starts (as vLLM's server binds its socket first): a port in use
             # stops the start at once, not after the engine loaded.
             sock = _bind_unix(server.uds) if server.uds else _bind(server.host, server.port)
-            http.config.load()  # its SSL context exists from here (for --enable-ssl-refresh)
+            try:
+                http.config.load()  # its SSL context exists from here (for --enable-ssl-refresh)
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: files that are not PEM
+                where = f"unix:{server.uds}" if server.uds else f"{server.host}:{server.port}"
+                raise StartupError(f"HTTP cannot serve on {where}: {exc}") from exc
             http_task = asyncio.create_task(http.serve(sockets=[sock]), name="http")
             tasks.append(http_task)
             await self._wait_started(http, http_task)
