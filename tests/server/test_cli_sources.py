@@ -27,9 +27,9 @@ EVERY_SOURCE = {
     "tool_strict_level", "trust_request_mm_kwargs",
     # vllm_server.frontend_flags (every one of them applies everywhere so far; the refused ones are refused
     # everywhere: tests/server/test_frontend_flags.py)
-    "uds", "uvicorn_log_level", "allowed_methods", "allowed_headers", "enable_ssl_refresh", "ssl_cert_reqs",
-    "ssl_ciphers", "root_path", "middleware", "disable_fastapi_docs", "h11_max_incomplete_event_size",
-    "h11_max_header_count", "enable_offline_docs",
+    "config", "uds", "uvicorn_log_level", "allowed_methods", "allowed_headers", "enable_ssl_refresh",
+    "ssl_cert_reqs", "ssl_ciphers", "root_path", "middleware", "disable_fastapi_docs",
+    "h11_max_incomplete_event_size", "h11_max_header_count", "enable_offline_docs",
 } | {flag.dest for flag in FLAGS if flag.refused}  # fmt: skip
 #: The source flags themselves.
 SOURCES = {"model", "remote", "mock"}

@@ -54,7 +54,6 @@ def test_each_flag_is_vllms(flag: frontend_flags.Flag) -> None:
 
 #: vLLM's frontend flags not in the table yet (issue 52): each leaves this set when it lands.
 NOT_YET = {
-    "--config",  # a worker's parser (vLLM's) reads it already: tests/server/test_config_file.py
     "--trust-request-chat-template", "--no-trust-request-chat-template", "--default-chat-template-kwargs",
     "--exclude-tools-when-tool-choice-none", "--no-exclude-tools-when-tool-choice-none",
     "--enable-log-outputs", "--no-enable-log-outputs", "--enable-log-deltas", "--no-enable-log-deltas",

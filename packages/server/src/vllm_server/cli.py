@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from vllm_llm import ParserOptions
 from vllm_llm.parsers import REASONING_PARSERS, TOOL_PARSERS
-from vllm_server import engine_flags, frontend_flags, runtime
+from vllm_server import config_file, engine_flags, frontend_flags, runtime
 from vllm_server.config import EngineCoreConfig, FrontendConfig, LoraModule, ServerConfig
 
 #: `--prepare-per-turn` of a router (`--remote`): new requests whose handlers start per event-loop turn.
@@ -51,14 +51,20 @@ def parse_serve_args(argv: Sequence[str]) -> argparse.Namespace:
     A worker (`--model`) parses with vLLM's engine flags (`engine_flags`); a router or the mock without
     them, and without importing vLLM. `--help` lists them wherever vLLM is installed.
     """
-    argv = list(argv)
-    worker = any(a == "--model" or a.startswith("--model=") for a in argv)
-    helping = any(a in ("-h", "--help") or a.startswith("--help=") for a in argv)
-    sources = any(a.split("=", 1)[0] in ("--remote", "--mock") for a in argv)
+    try:
+        config, rest = config_file.split(argv)
+        given = [*config_file.flags(config, ()), *rest]  # which source (a --config may name it)
+    except config_file.ConfigFileError as exc:
+        raise SystemExit(f"Error: {exc}") from None
+    worker = any(a == "--model" or a.startswith("--model=") for a in given)
+    helping = any(a in ("-h", "--help") or a.startswith("--help=") for a in given)
+    sources = any(a.split("=", 1)[0] in ("--remote", "--mock") for a in given)
     engine = worker or (helping and not sources and engine_flags.vllm_installed())
-    args = serve_parser(engine=engine).parse_args(argv)
+    parser = serve_parser(engine=engine)
+    args = parser.parse_args([*config_file.flags(config, parser._option_string_actions), *rest])
     if args.model is not None and not engine:  # --model given some other way (an abbreviation)
-        args = serve_parser(engine=True).parse_args(argv)
+        parser = serve_parser(engine=True)
+        args = parser.parse_args([*config_file.flags(config, parser._option_string_actions), *rest])
     return args
 
 

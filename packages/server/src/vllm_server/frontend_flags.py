@@ -83,6 +83,14 @@ _SCALE_OUT = (
 #: The table. Order: vLLM's, within each group.
 FLAGS: tuple[Flag, ...] = (
     Flag(
+        names=("--config",),
+        group=_TRANSPORT,
+        metavar="FILE.yaml",
+        help="read options from a YAML file as vLLM does (each key a flag, dashes or underscores; true a "
+        "switch, false its --no- form, a list several values, a mapping JSON); the command line's flags "
+        "win over the file's, which a router and the mock read alike (vllm_server.config_file)",
+    ),
+    Flag(
         names=("--uds",),
         group=_TRANSPORT,
         metavar="PATH",
