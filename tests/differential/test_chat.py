@@ -148,12 +148,6 @@ async def test_no_tool_calls_is_left_out(pair: Pair) -> None:
     assert_same(theirs, ours)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="ours reports usage.prompt_tokens_details on a prefix-cache hit; vLLM only with "
-    "--enable-prompt-tokens-details (found with Step 10's tool-choice tests)",
-)
 async def test_prompt_tokens_details_only_with_the_flag(pair: Pair) -> None:
     # long enough to fill whole KV blocks, which the second request finds cached
     messages = [{"role": "user", "content": "Tell me about the cache, twice. " * 12}]

@@ -10,16 +10,23 @@ __all__ = ["usage_json", "usage_of"]
 
 
 def usage_json(
-    prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0, reasoning_tokens: int | None = None
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int = 0,
+    reasoning_tokens: int | None = None,
+    *,
+    prompt_tokens_details: bool = False,
 ) -> dict[str, Any]:
-    """vLLM's UsageInfo; `prompt_tokens_details.cached_tokens` only when some prompt tokens were cached,
-    `completion_tokens_details.reasoning_tokens` only when a reasoning parser is configured."""
+    """vLLM's UsageInfo; `completion_tokens_details.reasoning_tokens` only when a reasoning parser is
+    configured, and `prompt_tokens_details.cached_tokens` only with `prompt_tokens_details` (vLLM's
+    --enable-prompt-tokens-details, refused by this frontend so far: vLLM's chat usage then also reports
+    cache-creation and multimodal tokens, which the wire does not carry yet)."""
     usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
     }
-    if cached_tokens:
+    if prompt_tokens_details:
         usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
     if reasoning_tokens is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
