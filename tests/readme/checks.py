@@ -193,7 +193,7 @@ DECODE_TARGET = "127.0.0.1:50072"
 #: `--kv-transfer-config` leaves as it is: blocks held for a remote decode are freed after it.
 KV_LEASE_SECONDS = 30.0
 #: The log lines of vLLM's NIXL connector worth showing when a P/D check fails.
-_CONNECTOR_LOG = re.compile(r"nixl|kv blocks|lease|heartbeat|abort", re.IGNORECASE)
+_CONNECTOR_LOG = re.compile(r"nixl|kv blocks|lease|heartbeat|abort|kv cache usage", re.IGNORECASE)
 SHORT = "The cat sat on the mat"
 LONG = " ".join(["a longer prompt about cats, dogs and the weather"] * 24)  # more than one 128-token block
 GREEDY: dict[str, Any] = {"max_tokens": 12, "temperature": 0}
@@ -239,11 +239,14 @@ async def blocks_held_for_a_decode_that_never_runs_are_released(ctx: Context) ->
     refuses); each wait is timed from the end of the prefill leg that takes the blocks."""
     prefill = await RemoteLlm.connect(PREFILL_TARGET)
     decode = await RemoteLlm.connect(DECODE_TARGET)
-    prompt = list(range(100, 400))
+    earlier: list[Any] = []  # the blocks of the holds before, for the reader of a failure
 
-    async def held() -> tuple[dict[str, Any], float]:
+    async def held(prompt: list[int]) -> tuple[dict[str, Any], float]:
         """A prefill leg by hand: the prefill worker keeps the prompt's blocks for a remote decode; its
-        kv_transfer_params, and when it ended (the lease runs from a moment before)."""
+        kv_transfer_params, and when it ended (the lease runs from a moment before). Each hold has a
+        prompt of its own: no block is shared with an earlier hold through the prefix cache (CI, twice:
+        the second hold of the same prompt, on the blocks the first had and released, never showed on
+        the gauge in the whole suite, while its lease ran; never alone)."""
         request = GenerateRequest(
             request_id=f"held-{time.monotonic_ns()}",
             prompt_token_ids=prompt,
@@ -267,14 +270,15 @@ async def blocks_held_for_a_decode_that_never_runs_are_released(ctx: Context) ->
         except AssertionError as exc:  # what the engine reported, and its connector logged, for the reader
             shown = ("vllm:kv_cache_usage_perc", "vllm:num_requests_", "vllm:prefix_cache_")
             lines = [line for line in (await _metrics(PREFILL)).splitlines() if line.startswith(shown)]
-            log = [line for line in ctx.session.log_tail(4000).splitlines() if _CONNECTOR_LOG.search(line)]
+            log = [line for line in ctx.session.log_tail(40000).splitlines() if _CONNECTOR_LOG.search(line)]
             raise AssertionError(
                 f"{exc} ({time.monotonic() - ended:.1f} s after the prefill leg ended); kv_transfer_params "
-                f"{kv}; the prefill worker's gauges:\n"
+                f"{kv}; the earlier holds' blocks {earlier}; the prefill worker's gauges:\n"
                 + "\n".join(lines)
                 + "\nthe session's KV connector log:\n"
-                + "\n".join(log[-20:])
+                + "\n".join(log[-30:])
             ) from None
+        earlier.append(kv["remote_block_ids"])
         return kv, ended
 
     async def holding() -> bool:
@@ -294,7 +298,8 @@ async def blocks_held_for_a_decode_that_never_runs_are_released(ctx: Context) ->
     try:
         # The README's request went through the router first: the decode worker's connector has met the
         # prefill worker's (the NIXL handshake), so a release goes out with the decode engine's next step.
-        kv, since = await held()
+        prompt = list(range(100, 400))
+        kv, since = await held(prompt)
         release = GenerateRequest(
             request_id="release",
             prompt_token_ids=prompt,
@@ -306,7 +311,8 @@ async def blocks_held_for_a_decode_that_never_runs_are_released(ctx: Context) ->
         await released_before_the_lease(since, "the prefill worker freeing the released blocks")
 
         # a decode request the decode worker refuses (vLLM's serving layer releases those too)
-        kv, since = await held()
+        prompt = list(range(500, 800))
+        kv, since = await held(prompt)
         refused = GenerateRequest(
             request_id="refused",
             prompt_token_ids=prompt,
