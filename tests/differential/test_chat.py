@@ -126,11 +126,6 @@ def summary(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="ours answers prompt_logprobs null under echo; vLLM reports the prompt logprobs echo asked for",
-)
 async def test_echo_reports_prompt_logprobs(pair: Pair) -> None:
     theirs, ours = await both(
         pair,

@@ -129,11 +129,6 @@ async def test_streaming_stop_string_from_the_output(pair: Pair) -> None:
     assert_same(summary(theirs), summary(ours))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="ours answers prompt_logprobs null under echo; vLLM reports the prompt logprobs echo asked for",
-)
 async def test_echo_reports_prompt_logprobs(pair: Pair) -> None:
     theirs, ours = await both(pair, max_tokens=3, echo=True, logprobs=1)
     assert theirs["choices"][0]["prompt_logprobs"] is not None

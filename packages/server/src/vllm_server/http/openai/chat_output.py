@@ -176,9 +176,8 @@ class ChatOutput:
         )
         out["service_tier"] = None
         out["system_fingerprint"] = None
-        out["prompt_logprobs"] = (
-            prompt_logprobs_json(got.prompt_logprobs) if body.prompt_logprobs is not None else None
-        )
+        # whatever the engine computed, as vLLM's (echo with top_logprobs asks for them too)
+        out["prompt_logprobs"] = prompt_logprobs_json(got.prompt_logprobs)
         out["prompt_token_ids"] = self.stream.prompt.prompt_token_ids if body.return_token_ids else None
         out["prompt_text"] = self.stream.prompt.prompt if body.return_prompt_text else None
         out["kv_transfer_params"] = got.kv_transfer_params

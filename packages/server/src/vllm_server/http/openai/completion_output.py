@@ -207,9 +207,8 @@ class CompletionOutput:
             "finish_reason": log.finish_reason,
             "stop_reason": log.stop_reason,
             "token_ids": log.token_ids if return_ids else None,
-            "prompt_logprobs": prompt_logprobs_json(prompt_logprobs)
-            if body.prompt_logprobs is not None
-            else None,
+            # whatever the engine computed, as vLLM's (echo with logprobs asks for them too)
+            "prompt_logprobs": prompt_logprobs_json(prompt_logprobs),
             "prompt_token_ids": self.streams[p].prompt_token_ids if return_ids else None,
         }
 
