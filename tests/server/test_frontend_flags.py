@@ -56,9 +56,6 @@ def test_each_flag_is_vllms(flag: frontend_flags.Flag) -> None:
 NOT_YET = {
     "--trust-request-chat-template", "--no-trust-request-chat-template", "--default-chat-template-kwargs",
     "--exclude-tools-when-tool-choice-none", "--no-exclude-tools-when-tool-choice-none",
-    "--enable-log-outputs", "--no-enable-log-outputs", "--enable-log-deltas", "--no-enable-log-deltas",
-    "--log-error-stack", "--no-log-error-stack",
-    "--enable-tokenizer-info-endpoint", "--no-enable-tokenizer-info-endpoint",
 }  # fmt: skip
 
 

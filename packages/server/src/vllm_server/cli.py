@@ -479,6 +479,10 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         ),
         enable_log_requests=args.enable_log_requests,
         max_log_len=args.max_log_len,
+        enable_log_outputs=args.enable_log_outputs,
+        enable_log_deltas=args.enable_log_deltas,
+        log_error_stack=args.log_error_stack,
+        enable_tokenizer_info_endpoint=args.enable_tokenizer_info_endpoint,
         otlp_traces_endpoint=args.otlp_traces_endpoint,
         response_role=args.response_role,
         enable_force_include_usage=args.enable_force_include_usage,
@@ -518,6 +522,8 @@ def _check_source_flags(args: argparse.Namespace) -> None:
         )
     if args.remote is None and args.remote_prefill is not None:
         raise SystemExit("Error: --remote-prefill needs --remote (the decode workers)")
+    if args.enable_log_outputs and not args.enable_log_requests:
+        raise SystemExit("Error: --enable-log-outputs requires --enable-log-requests")  # vLLM's words
     if args.prefix_blocks != 4 and args.routing != "prefix":
         raise SystemExit("Error: --prefix-blocks applies to --routing prefix only")
     for flag, target in (("--remote", args.remote), ("--remote-prefill", args.remote_prefill)):

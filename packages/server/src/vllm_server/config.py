@@ -99,6 +99,14 @@ class ServerConfig:
     #: `max_log_len` characters or token ids) and sampling parameters.
     enable_log_requests: bool = False
     max_log_len: int | None = None
+    #: With the request log: each request's output text and finish reason too (--enable-log-outputs),
+    #: and each streamed delta (--enable-log-deltas; `vllm_server.request_log.OutputLog`).
+    enable_log_outputs: bool = False
+    enable_log_deltas: bool = True
+    #: Each error response of the app's error handlers logs its stack trace (--log-error-stack).
+    log_error_stack: bool = False
+    #: `GET /tokenizer_info` is served (--enable-tokenizer-info-endpoint; `vllm_server.tokenizer_info`).
+    enable_tokenizer_info_endpoint: bool = False
     #: OpenTelemetry: spans of each request exported over OTLP to this endpoint (--otlp-traces-endpoint).
     otlp_traces_endpoint: str | None = None
     #: Response options (vLLM's flags of the same names): the role of a generated chat message, usage

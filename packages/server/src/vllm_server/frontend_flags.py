@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -67,6 +68,7 @@ def _json_list(value: str) -> list[Any]:
 
 
 _TRANSPORT = "start-up and transport (vLLM's flags)"
+_LOGGING = "request handling: logging and tokenizer info (vLLM's flags)"
 _REFUSED = "vLLM's flags for what this frontend does not run (only their defaults are taken)"
 _POOLING = "pooling models are not served; generation only"
 _DP_SUPERVISOR = (
@@ -184,6 +186,41 @@ FLAGS: tuple[Flag, ...] = (
         boolean=True,
         help="/docs with the Swagger UI assets vLLM ships, for air-gapped hosts (no /redoc); needs vLLM "
         "installed (a worker's environment)",
+    ),
+    # ---- request handling: logging and tokenizer info ------------------------------------------------
+    Flag(
+        names=("--enable-tokenizer-info-endpoint",),
+        group=_LOGGING,
+        default=False,
+        boolean=True,
+        help="serve GET /tokenizer_info: the tokenizer's configuration as vLLM reports it (its "
+        "tokenizer_config.json as transformers loads it, and --chat-template), which may expose the chat "
+        "template; needs transformers (a worker's environment) and the tokenizer's directory",
+    ),
+    Flag(
+        names=("--enable-log-outputs",),
+        group=_LOGGING,
+        default=False,
+        boolean=True,
+        help="with --enable-log-requests (required): log each response's output too, its text and finish "
+        "reason at INFO, its token ids at DEBUG (chat completions, messages, responses, and "
+        "/inference/v1/generate's token ids), at most --max-log-len characters or ids",
+    ),
+    Flag(
+        names=("--enable-log-deltas",),
+        group=_LOGGING,
+        default=True,
+        boolean=True,
+        help="with --enable-log-outputs: log each streamed chat delta as well as the stream's whole text",
+    ),
+    Flag(
+        names=("--log-error-stack",),
+        group=_LOGGING,
+        # vLLM's default: its VLLM_SERVER_DEV_MODE environment variable (read as --dev-mode reads it).
+        default=os.environ.get("VLLM_SERVER_DEV_MODE", "").strip().lower() not in ("", "0", "false", "no"),
+        boolean=True,
+        help="log the stack trace of each error response the app's error handlers make, with the "
+        "request's id (default: the VLLM_SERVER_DEV_MODE environment variable, as vLLM's)",
     ),
     # ---- refused: what vLLM runs and this frontend does not --------------------------------------------
     Flag(

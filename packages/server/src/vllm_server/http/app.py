@@ -9,14 +9,22 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from vllm_llm import LlmError
-from vllm_server.errors import BadRequest, RequestError, error_body, http_exception_error, map_error
+from vllm_llm import EngineDead, LlmError
+from vllm_server.errors import (
+    BadRequest,
+    InvalidBody,
+    MalformedBody,
+    RequestError,
+    error_body,
+    http_exception_error,
+    map_error,
+)
 from vllm_server.http.admission import Admission
 from vllm_server.http.direct import DirectRoutes
 from vllm_server.http.middleware import (
@@ -25,6 +33,7 @@ from vllm_server.http.middleware import (
     LoadMiddleware,
     RequestIdMiddleware,
 )
+from vllm_server.http.openai.request_id import REQUEST_ID_KEY
 from vllm_server.http.routes import route_table
 from vllm_server.state import ServerState, StartupError
 
@@ -55,7 +64,7 @@ def build_app(state: ServerState, *, tracer: Tracer | None = None) -> FastAPI:
     for route in routes:
         app.add_api_route(route.path, route.handler, methods=[route.method])
 
-    _install_error_handlers(app)
+    _install_error_handlers(app, log_stack=server.log_error_stack)
     per_turn = server.prepare_per_turn
     admission = Admission(per_turn) if per_turn else None
     # Innermost: the inference routes past FastAPI's routing, a few new ones per loop turn.
@@ -131,34 +140,54 @@ def _offline_docs(app: FastAPI) -> None:
     app.add_api_route(redirect, swagger_redirect, methods=["GET"], include_in_schema=False)
 
 
-def _install_error_handlers(app: FastAPI) -> None:
-    def respond(exc: BaseException) -> JSONResponse:
+def _install_error_handlers(app: FastAPI, *, log_stack: bool) -> None:
+    def respond(request: Request, exc: BaseException, *, cause: BaseException | None = None) -> JSONResponse:
+        if log_stack:
+            _log_error_stack(request, exc if cause is None else cause)
         mapping = map_error(exc)
         if mapping.server_fault:
             logger.warning("request failed: %s: %s", type(exc).__name__, exc)
         return JSONResponse(error_body(mapping), status_code=int(mapping.http_status))
 
     @app.exception_handler(LlmError)
-    async def llm_error(_: Request, exc: LlmError) -> JSONResponse:
-        return respond(exc)
+    async def llm_error(request: Request, exc: LlmError) -> JSONResponse:
+        return respond(request, exc)
 
     @app.exception_handler(RequestError)
-    async def request_error(_: Request, exc: RequestError) -> JSONResponse:
-        return respond(exc)
+    async def request_error(request: Request, exc: RequestError) -> JSONResponse:
+        return respond(request, exc)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return respond(BadRequest(_validation_message(exc), param=_validation_param(exc)))
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        error = BadRequest(_validation_message(exc), param=_validation_param(exc))
+        return respond(request, error, cause=exc)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Starlette's 404 (no route) and 405 (another method), FastAPI's 400 (an unparsable body), ...
-        return respond(http_exception_error(exc.status_code, str(exc.detail)))
+        return respond(request, http_exception_error(exc.status_code, str(exc.detail)), cause=exc)
 
     @app.exception_handler(Exception)
-    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unexpected error")
-        return respond(exc)
+        return respond(request, exc)
+
+
+def _log_error_stack(request: Request, exc: BaseException) -> None:
+    """--log-error-stack: vLLM's exception handlers' line for `exc`, with the id the request ran under.
+
+    As vLLM's: the stack of a body that fails validation, of a FastAPI HTTPException and of a dead
+    engine; an ERROR line without it for any other error. Starlette's own 404 and 405 are not logged.
+    """
+    request_id = getattr(request.state, REQUEST_ID_KEY, None)
+    if isinstance(exc, (RequestValidationError, InvalidBody, MalformedBody)):
+        logger.exception("RequestValidationError caught. Request id: %s", request_id)
+    elif isinstance(exc, HTTPException):
+        logger.exception("HTTPException caught. Request id: %s", request_id)
+    elif isinstance(exc, EngineDead):
+        logger.exception("Engine Exception caught. Request id: %s", request_id)
+    elif not isinstance(exc, StarletteHTTPException):  # FastAPI's own handler answers those under vLLM
+        logger.error("Exception caught. Request id: %s", request_id)
 
 
 def _validation_message(exc: RequestValidationError) -> str:

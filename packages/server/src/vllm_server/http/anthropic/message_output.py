@@ -11,6 +11,7 @@ from vllm_llm import ChatChoice, ChatStream
 from vllm_server.errors import BadRequest
 from vllm_server.http.openai.choices import collect_choices
 from vllm_server.metrics import RequestMetrics
+from vllm_server.request_log import OutputLog
 
 __all__ = ["message_response", "stop_reason", "usage_json"]
 
@@ -42,7 +43,12 @@ def stop_reason(
 
 
 async def message_response(
-    stream: ChatStream, *, message_id: str, model: str, metrics: RequestMetrics
+    stream: ChatStream,
+    *,
+    message_id: str,
+    model: str,
+    metrics: RequestMetrics,
+    output_log: OutputLog | None = None,
 ) -> dict[str, Any]:
     """Read the stream to its end, parse it whole and build the message (fields that are None left out,
     as vLLM dumps it)."""
@@ -50,6 +56,11 @@ async def message_response(
     got = await collect_choices(stream, 1, metrics, lambda d: d.text)
     log = got.logs[0]
     choice = stream.parse_choice(0, log.text, log.token_ids, log.logprobs, log.finish_reason, log.stop_reason)
+    if output_log is not None:
+        calls = [(c.function.name, c.function.arguments) for c in choice.tool_calls]
+        output_log.chat_choice(
+            message_id, choice.content, calls, choice.token_ids, choice.finish_reason or "stop"
+        )
     called = bool(choice.tool_calls)
     reason, sequence = stop_reason(
         choice.finish_reason, choice.stop_reason, tool_used=called, tool_complete=called

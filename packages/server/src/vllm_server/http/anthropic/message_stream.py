@@ -21,6 +21,7 @@ from vllm_server.http.openai import encode
 from vllm_server.http.openai.sse import close_shielded
 from vllm_server.metrics import RequestMetrics
 from vllm_server.request_checks import check_finish
+from vllm_server.request_log import OutputLog
 
 __all__ = ["MessageStream", "sse_event"]
 
@@ -79,8 +80,17 @@ class _Blocks:
 class MessageStream:
     """The events of one streamed message over its started chat stream."""
 
-    def __init__(self, stream: ChatStream, *, message_id: str, model: str, metrics: RequestMetrics) -> None:
+    def __init__(
+        self,
+        stream: ChatStream,
+        *,
+        message_id: str,
+        model: str,
+        metrics: RequestMetrics,
+        output_log: OutputLog | None = None,
+    ) -> None:
         self.stream = stream
+        self.output_log = output_log
         self.message_id = message_id
         self.model = model
         self.metrics = metrics
@@ -97,6 +107,8 @@ class MessageStream:
         finish: str | None = None
         matched: int | str | None = None
         started = False
+        log = self.output_log
+        text = ""
         try:
             async for d in self.stream:
                 check_finish(d.finish_reason)
@@ -105,12 +117,17 @@ class MessageStream:
                     started = True
                     yield self._message_start()
                 produced += len(d.token_ids)
+                text += d.text
+                if log is not None:
+                    log.chat_delta(self.message_id, d)
                 if d.finish_reason is not None:
                     finish, matched = d.finish_reason, d.stop_reason
                 for frame in self._delta_events(d):
                     yield frame
             for frame in blocks.stop_and_flush():
                 yield frame
+            if log is not None:
+                log.chat_streamed(self.message_id, [text])
             complete = self._tool_used and _is_json("".join(self._last_tool_args))
             reason, sequence = stop_reason(
                 finish or "stop", matched, tool_used=self._tool_used, tool_complete=complete

@@ -56,6 +56,8 @@ class ChatOutput:
         produced = [0] * self.n
         reasoning = [0] * self.n
         outputs: list[list[int]] = [[] for _ in range(self.n)]
+        texts = [""] * self.n
+        log = self.options.output_log
         counts = self.stream.counts_reasoning_tokens
         cached = 0
         prefix = self._chunk_prefix()
@@ -76,12 +78,15 @@ class ChatOutput:
                     last = d.finish_reason or last
                     choice = self._chunk_choice(d, produced[d.index])
                     produced[d.index] += len(d.token_ids)
+                    texts[d.index] += d.text
                     if counts:
                         outputs[d.index].extend(d.token_ids)
                         if continuous or d.finish_reason is not None:
                             reasoning[d.index] = self.stream.count_reasoning_tokens(outputs[d.index])
                     if choice is None:
                         continue
+                    if log is not None:
+                        log.chat_delta(self.request_id, d)
                     frame = prefix + encode(choice) + b"]"
                     if continuous:
                         usage = usage_json(
@@ -96,6 +101,8 @@ class ChatOutput:
                         self.prompt_tokens, sum(produced), cached, sum(reasoning) if counts else None
                     )
                     yield event(encode(self._envelope("chat.completion.chunk", [], usage)))
+                if log is not None:
+                    log.chat_streamed(self.request_id, texts)
                 reason = last
             except Exception as exc:
                 yield error_event(exc)
@@ -169,9 +176,11 @@ class ChatOutput:
             for i, log in enumerate(got.logs)
         ]
         reasoning = sum(c.reasoning_tokens for c in choices) if self.stream.counts_reasoning_tokens else None
+        shown = [self._choice(c) for c in choices]
+        self._log_choices(shown, choices)
         out = self._envelope(
             "chat.completion",
-            [self._choice(c) for c in choices],
+            shown,
             usage_json(self.prompt_tokens, got.completion_tokens, got.cached_tokens, reasoning),
         )
         out["service_tier"] = None
@@ -182,6 +191,18 @@ class ChatOutput:
         out["prompt_text"] = self.stream.prompt.prompt if body.return_prompt_text else None
         out["kv_transfer_params"] = got.kv_transfer_params
         return out
+
+    def _log_choices(self, shown: list[dict[str, Any]], choices: list[ChatChoice]) -> None:
+        """Each whole choice as the client sees it (echo included), in the output log if kept."""
+        log = self.options.output_log
+        if log is None:
+            return
+        for choice, c in zip(shown, choices, strict=True):
+            message = choice["message"]
+            calls = [
+                (t["function"]["name"], t["function"]["arguments"]) for t in message.get("tool_calls", ())
+            ]
+            log.chat_choice(self.request_id, message["content"], calls, c.token_ids, choice["finish_reason"])
 
     def _choice(self, c: ChatChoice) -> dict[str, Any]:
         body = self.body

@@ -20,6 +20,7 @@ from vllm_server.http.openai.sse import DONE, close_shielded, error_event, event
 from vllm_server.http.openai.usage import usage_json
 from vllm_server.metrics import RequestMetrics
 from vllm_server.request_checks import check_finish
+from vllm_server.request_log import OutputLog
 
 __all__ = ["TokensOutput"]
 
@@ -35,8 +36,10 @@ class TokensOutput:
         request_id: str,
         model: str,
         metrics: RequestMetrics,
+        output_log: OutputLog | None = None,
     ) -> None:
         self.body = body
+        self.output_log = output_log
         self.stream = stream
         self.request_id = request_id
         self.model = model
@@ -102,6 +105,10 @@ class TokensOutput:
             )
             for i, log in enumerate(got.logs)
         ]
+        if self.output_log is not None:
+            for choice in choices:
+                if choice["token_ids"]:  # as vLLM: the token ids alone, of a choice that has some
+                    self.output_log.log(self.request_id, "", choice["token_ids"], choice["finish_reason"])
         return {
             "request_id": self.request_id,
             "model": self.model,

@@ -1,7 +1,8 @@
 """`ServingOptions`: the server flags the OpenAI routes honour per request (vLLM's flags of the same names).
 
 `--enable-force-include-usage`, `--return-tokens-as-token-ids`, `--trust-request-mm-kwargs` and
-`--sse-keep-alive-interval` (`--response-role` is the chat layer's); plus whether the engine takes prompt
+`--sse-keep-alive-interval` (`--response-role` is the chat layer's), the output log
+(`--enable-log-outputs`); plus whether the engine takes prompt
 embeddings, when the server knows (it owns the engine core).
 """
 
@@ -12,6 +13,7 @@ from typing import NamedTuple
 from fastapi import Request
 
 from vllm_server.config import FrontendConfig
+from vllm_server.request_log import OutputLog, output_log
 
 __all__ = ["DEFAULT_OPTIONS", "SESSION_ID_HEADER", "ServingOptions", "session_header"]
 
@@ -28,6 +30,8 @@ class ServingOptions(NamedTuple):
     sse_keep_alive_interval: float = 0.0
     #: True / False when the server owns the engine core; None for a provided or remote Llm.
     prompt_embeds_enabled: bool | None = None
+    #: Where the routes log their outputs (--enable-log-outputs); None: not logged.
+    output_log: OutputLog | None = None
 
     @classmethod
     def of(cls, config: FrontendConfig) -> ServingOptions:
@@ -40,6 +44,7 @@ class ServingOptions(NamedTuple):
             trust_request_mm_kwargs=server.trust_request_mm_kwargs,
             sse_keep_alive_interval=server.sse_keep_alive_interval,
             prompt_embeds_enabled=None if engine is None else engine.settings.enable_prompt_embeds,
+            output_log=output_log(server),
         )
 
 

@@ -36,6 +36,7 @@ from vllm_server.http.responses.request import ResponsesRequest
 from vllm_server.http.responses.tools import FunctionTool
 from vllm_server.metrics import RequestMetrics
 from vllm_server.request_checks import check_finish
+from vllm_server.request_log import OutputLog
 
 __all__ = ["ResponsesOutput"]
 
@@ -57,8 +58,10 @@ class ResponsesOutput:
         tools: list[FunctionTool],
         tool_choice: str | dict[str, Any],
         metrics: RequestMetrics,
+        output_log: OutputLog | None = None,
     ) -> None:
         self.body = body
+        self.output_log = output_log
         self.stream = stream
         self.request_id = request_id
         self.model = model
@@ -79,6 +82,8 @@ class ResponsesOutput:
         choice = self.stream.parse_choice(
             0, log.text, log.token_ids, None, log.finish_reason, log.stop_reason
         )
+        if self.output_log is not None:
+            self.output_log.log(self.request_id, log.text, log.token_ids, log.finish_reason)
         reasoning = choice.reasoning_tokens if self.stream.counts_reasoning_tokens else 0
         usage = usage_json(self.prompt_tokens, got.completion_tokens, got.cached_tokens, reasoning)
         out = self._response(self._items(choice), _status(log.finish_reason), usage)
@@ -142,12 +147,14 @@ class ResponsesOutput:
         produced = 0
         cached = 0
         token_ids: list[int] = []
+        text = ""
         last: str | None = None
         async for d in self.stream:
             check_finish(d.finish_reason)
             self.metrics.tokens(len(d.token_ids))
             produced += len(d.token_ids)
             token_ids.extend(d.token_ids)
+            text += d.text
             last = d.finish_reason or last
             if d.usage is not None:
                 cached = d.usage.cached_tokens
@@ -156,6 +163,8 @@ class ResponsesOutput:
         for event in processor.close():
             yield event
         self.metrics.finish(last)
+        if self.output_log is not None:
+            self.output_log.log(self.request_id, text, token_ids, last, streaming=True)
         counts = self.stream.counts_reasoning_tokens
         reasoning = self.stream.count_reasoning_tokens(token_ids) if counts else 0
         usage = usage_json(self.prompt_tokens, produced, cached, reasoning)

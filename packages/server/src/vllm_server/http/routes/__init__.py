@@ -20,6 +20,7 @@ from vllm_server.http.routes import (
     openai_responses,
     sagemaker,
     tokenize,
+    tokenizer_info,
 )
 from vllm_server.state import ServerState
 
@@ -49,6 +50,8 @@ def route_table(state: ServerState) -> list[Route]:
         Route("POST", "/inference/v1/generate", generate.generate(state), counted=True),
         Route("POST", "/invocations", sagemaker.invocations(state), counted=True),
     ]
+    if server.enable_tokenizer_info_endpoint:  # vLLM's flag; may expose the chat template
+        routes.append(Route("GET", "/tokenizer_info", tokenizer_info.tokenizer_info(state)))
 
     # Only over an engine core the server owns (LlmSource.engine_core): 404 for a provided Llm.
     engine = state.engine

@@ -22,6 +22,7 @@ from vllm_server.http.disconnect import unless_disconnected
 from vllm_server.http.openai import base_request_id, decode_body, event_stream, json_response, session_header
 from vllm_server.http.route import Handler
 from vllm_server.request_checks import vllm_wording
+from vllm_server.request_log import output_log
 from vllm_server.served_model import resolve_model
 from vllm_server.state import ServerState
 
@@ -57,6 +58,7 @@ def _anthropic_errors(handle: Callable[[Request], Awaitable[Response]]) -> Handl
 def create_message(state: ServerState) -> Handler:
     """The messages handler over `state`."""
     facts = _Facts(state)
+    log = output_log(state.config.server)
 
     async def create_message(raw: Request) -> Response:
         """Continue a conversation, streamed as Anthropic's SSE events or whole."""
@@ -78,10 +80,15 @@ def create_message(state: ServerState) -> Handler:
             )
         metrics = state.metrics.start(len(stream.prompt.prompt_token_ids), n=1)
         if body.streaming:
-            output = MessageStream(stream, message_id=request_id, model=model.name, metrics=metrics)
+            output = MessageStream(
+                stream, message_id=request_id, model=model.name, metrics=metrics, output_log=log
+            )
             return event_stream(output.frames())
         return await unless_disconnected(
-            raw, message_response(stream, message_id=request_id, model=model.name, metrics=metrics)
+            raw,
+            message_response(
+                stream, message_id=request_id, model=model.name, metrics=metrics, output_log=log
+            ),
         )
 
     return _anthropic_errors(create_message)

@@ -21,12 +21,14 @@ from vllm_server.http.openai import (
 )
 from vllm_server.http.route import Handler
 from vllm_server.request_checks import vllm_wording
+from vllm_server.request_log import output_log
 from vllm_server.served_model import resolve_model
 from vllm_server.state import ServerState
 
 
 def generate(state: ServerState) -> Handler:
     """The tokens-in / tokens-out handler over `state`."""
+    log = output_log(state.config.server)
 
     async def generate(raw: Request) -> Response:
         """Generate from token ids; token ids (and optionally text) out, streamed as SSE or whole."""
@@ -46,6 +48,7 @@ def generate(state: ServerState) -> Handler:
             request_id=request_id,
             model=model.name,
             metrics=metrics,
+            output_log=log,
         )
         if body.stream:
             return event_stream(output.frames())

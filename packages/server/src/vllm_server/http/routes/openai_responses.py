@@ -49,6 +49,7 @@ def create_response(state: ServerState) -> Handler:
             tools=tools,
             tool_choice=tool_choice,
             metrics=metrics,
+            output_log=options.output_log,
         )
         if body.streaming:
             return event_stream(output.frames(), options.sse_keep_alive_interval)
