@@ -30,6 +30,7 @@ EVERY_SOURCE = {
     "config", "uds", "uvicorn_log_level", "allowed_methods", "allowed_headers", "enable_ssl_refresh",
     "ssl_cert_reqs", "ssl_ciphers", "root_path", "middleware", "disable_fastapi_docs",
     "h11_max_incomplete_event_size", "h11_max_header_count", "enable_offline_docs",
+    "trust_request_chat_template", "default_chat_template_kwargs", "exclude_tools_when_tool_choice_none",
 } | {flag.dest for flag in FLAGS if flag.refused}  # fmt: skip
 #: The source flags themselves.
 SOURCES = {"model", "remote", "mock"}
