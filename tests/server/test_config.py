@@ -99,6 +99,9 @@ def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
         "return_tokens_as_token_ids": False,
         "sse_keep_alive_interval": 0.0,
         "trust_request_mm_kwargs": False,
+        "trust_request_chat_template": False,
+        "default_chat_template_kwargs": {},
+        "exclude_tools_when_tool_choice_none": False,
     }
     engine: dict[str, object] = {
         "model": "/models/m",

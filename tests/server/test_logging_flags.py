@@ -27,7 +27,7 @@ from vllm_frontend_testing.processes import Frontend, free_port, frontend_argv, 
 MOCK = ("--mock", "--grpc-port", "-1", "--served-model-name", "tiny")
 #: The request and output log at DEBUG, texts and ids cut at 5.
 LOGGED = ("--enable-log-requests", "--enable-log-outputs", "--max-log-len", "5", "--log-level", "debug")
-MESSAGES = [{"role": "user", "content": "hi"}]
+MESSAGES: Any = [{"role": "user", "content": "hi"}]
 #: A process log line: `<date> <time> LEVEL logger: message`.
 _LINE = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) vllm_server\.request_log: (?P<message>.*)$")
 
@@ -146,7 +146,7 @@ async def _streamed_deltas(front: Frontend) -> tuple[str, list[Call]]:
                 delta: Call = {
                     "request_id": chunk.id,
                     "outputs": content,
-                    "output_token_ids": choice.token_ids,  # type: ignore[attr-defined]
+                    "output_token_ids": getattr(choice, "token_ids", None),  # vLLM's field
                     "finish_reason": choice.finish_reason,
                     "is_streaming": True,
                     "delta": True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -325,6 +325,102 @@ def test_reasoning_effort_reaches_the_template_as_vllm_passes_it(
     )
     rendering = {"add_generation_prompt", "continue_final_message", "documents"}  # passed on their own
     assert ours == {k: v for k, v in theirs.items() if k not in rendering}
+
+
+DEFAULTS_CASES = [
+    # (server defaults, the request's chat_template_kwargs, its reasoning_effort)
+    ({"enable_thinking": False}, None, None),
+    ({"enable_thinking": False}, {"enable_thinking": True}, None),
+    ({"enable_thinking": False, "flavour": "mint"}, {"flavour": None, "enable_thinking": "auto"}, None),
+    ({"enable_thinking": False}, None, "high"),
+    ({"enable_thinking": False}, {"enable_thinking": False}, "high"),
+    ({"flavour": "mint"}, {"other": 1, "flavour": "lime"}, None),
+    ({}, {"flavour": None, "other": "auto"}, None),  # no defaults: the request's as given
+]
+
+
+@pytest.mark.parametrize(("defaults", "kwargs", "effort"), DEFAULTS_CASES)
+def test_default_template_kwargs_merge_as_vllms(
+    defaults: dict[str, Any], kwargs: dict[str, Any] | None, effort: str | None, text_llm: TextLlm
+) -> None:
+    """--default-chat-template-kwargs under the request's, as vLLM's effective_chat_template_kwargs
+    (build_chat_params(...).with_defaults(defaults)): the request's keys win, unless None or "auto"."""
+    protocol = quietly_import("vllm.entrypoints.openai.chat_completion.protocol")
+    body: dict[str, Any] = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+    if kwargs is not None:
+        body["chat_template_kwargs"] = kwargs
+    if effort is not None:
+        body["reasoning_effort"] = effort
+    params = protocol.ChatCompletionRequest(**body).build_chat_params(None, "auto")
+    theirs = params.with_defaults(defaults).chat_template_kwargs
+    chat = ChatLlm(text_llm, default_template_kwargs=defaults)
+    ours = chat.template_kwargs(
+        ChatRequest(
+            request_id="d",
+            messages=[ChatMessage(role="user", content="hi")],
+            chat_template_kwargs=kwargs,
+            reasoning_effort=effort,
+        )
+    )
+    rendering = {"add_generation_prompt", "continue_final_message", "documents"}  # passed on their own
+    assert ours == {k: v for k, v in theirs.items() if k not in rendering}
+
+
+#: Shows the variables these tests set.
+SHOWING = (
+    "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+    "{% if tools %}|TOOLS:{{ tools | length }}{% endif %}|FLAVOUR:{{ flavour }}|THINK:{{ enable_thinking }}"
+)
+
+
+def test_default_template_kwargs_reach_the_template(text_llm: TextLlm) -> None:
+    chat = ChatLlm(text_llm, chat_template=SHOWING, default_template_kwargs={"flavour": "mint"})
+
+    def rendered(kwargs: dict[str, Any] | None) -> str:
+        hi = [ChatMessage(role="user", content="hi")]
+        return chat.render(ChatRequest(request_id="r", messages=hi, chat_template_kwargs=kwargs)).prompt
+
+    assert rendered(None) == "<user>hi|FLAVOUR:mint|THINK:"
+    assert rendered({"flavour": "lime", "enable_thinking": False}) == "<user>hi|FLAVOUR:lime|THINK:False"
+    assert rendered({"flavour": "auto"}) == "<user>hi|FLAVOUR:mint|THINK:"  # "auto": the default
+    assert rendered({"flavour": None}) == "<user>hi|FLAVOUR:mint|THINK:"
+    # without defaults too, vLLM's render drops a None or "auto" (its own defaults are always merged)
+    bare = ChatLlm(text_llm, chat_template=SHOWING)
+    hi = [ChatMessage(role="user", content="hi")]
+    got = bare.render(ChatRequest(request_id="r", messages=hi, chat_template_kwargs={"flavour": "auto"}))
+    assert got.prompt == "<user>hi|FLAVOUR:|THINK:"
+
+
+@pytest.mark.parametrize(
+    ("exclude", "tool_choice", "shown"),
+    [(False, "none", True), (True, "none", False), (True, "auto", True), (True, None, True)],
+)
+def test_tools_leave_the_template_when_tool_choice_is_none(
+    exclude: bool, tool_choice: Literal["none", "auto"] | None, shown: bool, text_llm: TextLlm
+) -> None:
+    """--exclude-tools-when-tool-choice-none, as vLLM's render_chat: tool_choice "none" renders no tools."""
+    chat = ChatLlm(text_llm, chat_template=SHOWING, exclude_tools_when_tool_choice_none=exclude)
+    hi = [ChatMessage(role="user", content="hi")]
+    request = ChatRequest(request_id="t", messages=hi, tools=TOOLS, tool_choice=tool_choice)
+    assert ("|TOOLS:2" in chat.render(request).prompt) == shown
+
+
+def test_a_template_in_the_kwargs_is_rendered_when_nothing_else_names_one(text_llm: TextLlm) -> None:
+    """vLLM hands the tokenizer chat_template_kwargs' `chat_template` when neither the request nor the
+    server has one (the server refuses it unless it trusts requests' templates)."""
+    hi = [ChatMessage(role="user", content="hi")]
+    kwargs = {"chat_template": "KW{{ messages | length }}"}
+    assert (
+        ChatLlm(text_llm).render(ChatRequest(request_id="k", messages=hi, chat_template_kwargs=kwargs)).prompt
+        == "KW1"
+    )
+    server = ChatLlm(text_llm, chat_template="SERVER")
+    assert (
+        server.render(ChatRequest(request_id="k", messages=hi, chat_template_kwargs=kwargs)).prompt
+        == "SERVER"
+    )
+    own = ChatRequest(request_id="k", messages=hi, chat_template="OWN", chat_template_kwargs=kwargs)
+    assert server.render(own).prompt == "OWN"
 
 
 def test_parsers_the_tokenizer_cannot_serve_fail_at_start(mock_llm: MockLlm) -> None:

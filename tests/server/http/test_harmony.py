@@ -125,3 +125,13 @@ async def test_bad_input_is_a_400(side: str, extra: dict[str, Any], served: Serv
     with pytest.raises(BadRequestError) as caught:
         await served.clients[side].chat.completions.create(**(body | extra))
     assert caught.value.status_code == 400
+
+
+@pytest.mark.parametrize("side", SIDES)
+async def test_a_requests_chat_template_is_not_checked(side: str, served: Served) -> None:
+    """vLLM's render_chat checks a request's template only for a model it renders with one: a Harmony
+    chat takes `chat_template` (and ignores it) without --trust-request-chat-template."""
+    response = await served.clients[side].chat.completions.create(
+        model="gpt-oss-tiny", messages=MESSAGES, max_tokens=100, extra_body={"chat_template": "{{ 1 }}"}
+    )
+    assert response.choices[0].finish_reason is not None

@@ -548,8 +548,20 @@ async def _documents(h: Harness) -> None:
     assert "DOCS:1" in h.prompt_text(got)
 
 
+UNTRUSTED = (
+    "Chat template is passed with request, but --trust-request-chat-template is not set. "
+    "Refused request with untrusted chat template."
+)
+
+
 async def _chat_template(h: Harness) -> None:
-    await h.refused("--trust-request-chat-template is not set", "chat_template", chat_template="{{ 1 }}")
+    """Refused without --trust-request-chat-template (test_trusted_chat_template_is_rendered: with it),
+    as vLLM's validate_chat_template: a 400 naming no param, a template in the kwargs too."""
+    for fields in ({"chat_template": "{{ 1 }}"}, {"chat_template_kwargs": {"chat_template": "{{ 1 }}"}}):
+        got = await h.call(**fields)
+        assert got.status == 400 and got.requests == [], got.raw
+        assert got.body["error"]["message"] == UNTRUSTED and got.body["error"]["param"] is None
+    await h.ok(chat_template_kwargs={"chat_template": None})  # vLLM's check: a template that is not None
 
 
 async def _chat_template_kwargs(h: Harness) -> None:
@@ -700,6 +712,33 @@ async def test_trusted_mm_kwargs_are_taken(tiny_model_dir: Path) -> None:
     async with mock_served(tiny_model_dir, trust_request_mm_kwargs=True) as (served, llm):
         h = Harness(served, llm, "chat")
         await h.ok(mm_processor_kwargs={"a": 1}, media_io_kwargs={"image": {"image_mode": "L"}})
+
+
+async def test_trusted_chat_template_is_rendered(tiny_model_dir: Path) -> None:
+    async with mock_served(tiny_model_dir, trust_request_chat_template=True) as (served, llm):
+        h = Harness(served, llm, "chat")
+        got = await h.ok(chat_template="OWN:{{ messages | length }}")
+        assert h.prompt_text(got) == "OWN:2"
+        # accepted; rendered with the server's --chat-template, which vLLM passes over the kwargs' one
+        got = await h.ok(chat_template_kwargs={"chat_template": "KWARGS:{{ messages | length }}"})
+        assert h.prompt_text(got).startswith("<s><system>be brief")
+
+
+async def test_default_chat_template_kwargs_under_the_requests(tiny_model_dir: Path) -> None:
+    async with mock_served(tiny_model_dir, default_chat_template_kwargs={"flavour": "mint"}) as (served, llm):
+        h = Harness(served, llm, "chat")
+        assert "FLAVOUR:mint" in h.prompt_text(await h.ok())
+        assert "FLAVOUR:lime" in h.prompt_text(await h.ok(chat_template_kwargs={"flavour": "lime"}))
+        assert "FLAVOUR:mint" in h.prompt_text(await h.ok(chat_template_kwargs={"flavour": "auto"}))
+
+
+@pytest.mark.parametrize("exclude", [False, True])
+async def test_tools_excluded_when_tool_choice_is_none(exclude: bool, tiny_model_dir: Path) -> None:
+    server = {"exclude_tools_when_tool_choice_none": exclude}
+    async with mock_served(tiny_model_dir, **server) as (served, llm):
+        h = Harness(served, llm, "chat")
+        assert ("TOOLS:1" in h.prompt_text(await h.ok(tools=TOOLS, tool_choice="none"))) != exclude
+        assert "TOOLS:1" in h.prompt_text(await h.ok(tools=TOOLS, tool_choice="auto"))
 
 
 # ---- on the real engine -----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -88,7 +88,13 @@ __all__ = [
 
 ContentFormat = Literal["auto", "openai", "string"]
 ChatFinishReason = Literal["stop", "length", "abort", "error", "repetition", "tool_calls"]
-_RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
+#: Variables the template does not take from chat_template_kwargs: given by the request itself, or (as
+#: vLLM's resolve_chat_template_kwargs drops them) `chat_template` and `tokenize`.
+_RESERVED = frozenset(
+    {"messages", "tools", "documents", "add_generation_prompt", "chat_template", "tokenize"}
+)
+#: vLLM's merge_kwargs: a request's chat_template_kwargs value of None or "auto" leaves a default as it is.
+_UNSET_KWARGS: tuple[object, ...] = (None, "auto")
 
 
 class TextPart(msgspec.Struct, kw_only=True, tag_field="type", tag="text"):
@@ -477,9 +483,15 @@ class ChatLlm:
         response_role: str = "assistant",
         parsers: ParserOptions | None = None,
         multimodal: MultiModalOptions | None = None,
+        default_template_kwargs: Mapping[str, Any] | None = None,
+        exclude_tools_when_tool_choice_none: bool = False,
     ) -> None:
+        """`default_template_kwargs` and `exclude_tools_when_tool_choice_none` are vLLM's
+        --default-chat-template-kwargs and --exclude-tools-when-tool-choice-none."""
         self.text = text
         self._chat_template = chat_template
+        self._default_kwargs = dict(default_template_kwargs or {})
+        self._exclude_tools_when_none = exclude_tools_when_tool_choice_none
         self._content_format = content_format
         self._response_role = response_role
         self.parsers = parsers or ParserOptions()
@@ -492,21 +504,24 @@ class ChatLlm:
 
     def render(self, request: ChatRequest) -> RenderedChat:
         """The prompt text and token ids of `request`'s conversation; raises `InvalidRequest`."""
+        tools = self.template_tools(request)
         if self.harmony:
             self._placeholders(request.messages)  # media: refused as for any text-only model
-            ids = render_harmony(request, include_tools=request.tools is not None)
+            ids = render_harmony(request, include_tools=tools is not None)
             return RenderedChat(prompt=harmony_encoding().decode(ids), prompt_token_ids=ids)
         tokenizer = self.text.tokenizer
-        template = request.chat_template or self._chat_template
+        # vLLM's preprocess_chat always merges the defaults (they hold its own `tokenize` at least).
+        kwargs = _with_defaults(self._default_kwargs, self._request_kwargs(request))
+        template = request.chat_template or self._chat_template or _kwargs_template(kwargs)
         if template is None:
-            template = tokenizer.get_chat_template(has_tools=bool(request.tools))
+            template = tokenizer.get_chat_template(has_tools=bool(tools))
         content_format = self._format_of(template)
-        variables = {**tokenizer.special_tokens_map, **self.template_kwargs(request)}
+        variables = {**tokenizer.special_tokens_map, **kwargs}
         placeholder = self._placeholders(request.messages)
         prompt = render_chat_template(
             template,
             [_message_dict(m, content_format, placeholder) for m in request.messages],
-            tools=request.tools,
+            tools=tools,
             documents=request.documents,
             add_generation_prompt=request.add_generation_prompt,
             continue_final_message=request.continue_final_message,
@@ -521,10 +536,27 @@ class ChatLlm:
         rendered, _ = await self._prepare_media(request, self.render(request))
         return rendered
 
+    def template_tools(self, request: ChatRequest) -> list[dict[str, Any]] | None:
+        """The tools the template gets: the request's, or none when its tool_choice is "none" and the
+        server excludes them then (vLLM's --exclude-tools-when-tool-choice-none; the parsers still get
+        the request's tools, as vLLM's)."""
+        if self._exclude_tools_when_none and request.tool_choice == "none":
+            return None
+        return request.tools
+
     def template_kwargs(self, request: ChatRequest) -> dict[str, Any]:
-        """The variables the template gets besides messages and tools, as vLLM's build_chat_params: the
-        request's chat_template_kwargs, overridden by `reasoning_effort` when set, and `enable_thinking`
-        following it unless the request chose."""
+        """The chat_template_kwargs the parsers (and the engine's reasoning parser) get, as vLLM's
+        effective_chat_template_kwargs: the request's (`_request_kwargs`) over the server's
+        --default-chat-template-kwargs, where a request's None or "auto" leaves the default; without
+        defaults, the request's as they are (vLLM's with_defaults merges nothing then)."""
+        given = self._request_kwargs(request)
+        return _with_defaults(self._default_kwargs, given) if self._default_kwargs else given
+
+    @staticmethod
+    def _request_kwargs(request: ChatRequest) -> dict[str, Any]:
+        """The request's side of the template's variables, as vLLM's build_chat_params: its
+        chat_template_kwargs, overridden by `reasoning_effort` when set, and `enable_thinking` following
+        it unless the request chose."""
         given = request.chat_template_kwargs or {}
         kwargs = dict(given)
         if request.reasoning_effort is not None:
@@ -699,6 +731,19 @@ def _reasoning_ended(
     if parser is not None and parser.reasoning is not None:
         return parser.reasoning.is_reasoning_end(prompt_token_ids)
     return None
+
+
+def _with_defaults(defaults: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """`given` over `defaults`, as vLLM's merge_kwargs: a given None or "auto" is no value."""
+    return {**defaults, **{k: v for k, v in given.items() if v not in _UNSET_KWARGS}}
+
+
+def _kwargs_template(kwargs: Mapping[str, Any]) -> str | None:
+    """A template in chat_template_kwargs: vLLM hands `chat_template` of the kwargs to the tokenizer when
+    neither the request nor the server gives one (a server refuses it unless it trusts requests'
+    templates)."""
+    template = kwargs.get("chat_template")
+    return template if isinstance(template, str) else None
 
 
 def _no_placeholder(modality: str) -> str:

@@ -490,6 +490,9 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         return_tokens_as_token_ids=args.return_tokens_as_token_ids,
         sse_keep_alive_interval=args.sse_keep_alive_interval,
         trust_request_mm_kwargs=args.trust_request_mm_kwargs,
+        trust_request_chat_template=args.trust_request_chat_template,
+        default_chat_template_kwargs=dict(args.default_chat_template_kwargs or {}),
+        exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
     )
     if args.model is None:
         return FrontendConfig(server=server)

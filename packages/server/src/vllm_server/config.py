@@ -120,6 +120,12 @@ class ServerConfig:
     return_tokens_as_token_ids: bool = False
     sse_keep_alive_interval: float = 0.0
     trust_request_mm_kwargs: bool = False
+    #: Request handling (vLLM's flags of the same names, `vllm_server.frontend_flags`): a request's own
+    #: chat template rendered instead of refused, variables every chat template gets under a request's
+    #: chat_template_kwargs, no tools for the template when a request's tool_choice is "none".
+    trust_request_chat_template: bool = False
+    default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    exclude_tools_when_tool_choice_none: bool = False
 
     def tls(self) -> TlsConfig | None:
         """The TLS settings, if a certificate is configured."""

@@ -67,7 +67,15 @@ def _json_list(value: str) -> list[Any]:
     return parsed
 
 
+def _json_object(value: str) -> dict[str, Any]:
+    parsed = json.loads(value)
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, not {value!r}")
+    return parsed
+
+
 _TRANSPORT = "start-up and transport (vLLM's flags)"
+_CHAT = "request handling: chat templates (vLLM's flags)"
 _LOGGING = "request handling: logging and tokenizer info (vLLM's flags)"
 _REFUSED = "vLLM's flags for what this frontend does not run (only their defaults are taken)"
 _POOLING = "pooling models are not served; generation only"
@@ -186,6 +194,31 @@ FLAGS: tuple[Flag, ...] = (
         boolean=True,
         help="/docs with the Swagger UI assets vLLM ships, for air-gapped hosts (no /redoc); needs vLLM "
         "installed (a worker's environment)",
+    ),
+    # ---- request handling: chat templates ------------------------------------------------------------
+    Flag(
+        names=("--trust-request-chat-template",),
+        group=_CHAT,
+        default=False,
+        boolean=True,
+        help="render a request's own `chat_template` (or `chat_template_kwargs.chat_template`); without it "
+        "such a chat, tokenize, Responses or Anthropic request is refused (400), as vLLM's",
+    ),
+    Flag(
+        names=("--default-chat-template-kwargs",),
+        group=_CHAT,
+        type=_json_object,
+        metavar="JSON",
+        help='variables every chat template gets (a JSON object, e.g. `{"enable_thinking": false}`), '
+        "under each request's `chat_template_kwargs`: a request's value wins unless it is null or \"auto\"",
+    ),
+    Flag(
+        names=("--exclude-tools-when-tool-choice-none",),
+        group=_CHAT,
+        default=False,
+        boolean=True,
+        help='a chat, Responses or Anthropic request with `tool_choice` "none" renders without its tools '
+        "(the template gets none); /tokenize, which has no tool_choice, keeps them",
     ),
     # ---- request handling: logging and tokenizer info ------------------------------------------------
     Flag(

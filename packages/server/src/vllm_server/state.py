@@ -74,6 +74,8 @@ class ServerState:
                 response_role=server.response_role,
                 parsers=server.parsers,
                 multimodal=_multimodal_options(server, self.llm.info()),
+                default_template_kwargs=server.default_chat_template_kwargs,
+                exclude_tools_when_tool_choice_none=server.exclude_tools_when_tool_choice_none,
             )
         self._text = text
         info = self.llm.info()

@@ -13,7 +13,7 @@ from vllm_server.http.openai.sampling import SamplingFields
 from vllm_server.http.openai.tools import ChatTool, tool_dicts
 from vllm_server.request_checks import check_max_tokens
 
-__all__ = ["ChatCompletionRequest", "check_generation_prompt", "check_mm_kwargs"]
+__all__ = ["ChatCompletionRequest", "check_chat_template", "check_generation_prompt", "check_mm_kwargs"]
 
 
 class ChatCompletionRequest(SamplingFields, kw_only=True):
@@ -62,15 +62,13 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
             return self.max_completion_tokens, "max_completion_tokens"
         return self.max_tokens, "max_tokens"
 
-    def check(self, max_model_len: int, *, trust_mm_kwargs: bool = False) -> None:
+    def check(
+        self, max_model_len: int, *, trust_mm_kwargs: bool = False, trust_chat_template: bool = False
+    ) -> None:
         """vLLM's checks of this request: its validators, then what its serving layer checks."""
         self.validate()
-        if self.chat_template is not None:
-            raise BadRequest(
-                "Chat template is passed with request, but --trust-request-chat-template is not set. "
-                "Refused request with untrusted chat template.",
-                param="chat_template",
-            )
+        if not trust_chat_template:
+            check_chat_template(self.chat_template, self.chat_template_kwargs)
         check_max_tokens(*self.output_token_limit, max_model_len)
         if not trust_mm_kwargs:
             check_mm_kwargs(self.mm_processor_kwargs, self.media_io_kwargs)
@@ -182,6 +180,7 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
             include_reasoning=self.include_reasoning,
             reasoning_effort=self.reasoning_effort,
             documents=self.documents,
+            chat_template=self.chat_template,
             chat_template_kwargs=self.chat_template_kwargs,
             add_special_tokens=self.add_special_tokens,
             lora_request=lora_request,
@@ -214,6 +213,17 @@ def check_generation_prompt(add_generation_prompt: bool, continue_final_message:
         raise BadRequest(
             "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
             param="continue_final_message",
+        )
+
+
+def check_chat_template(chat_template: str | None, chat_template_kwargs: dict[str, Any] | None) -> None:
+    """vLLM's validate_chat_template for a server without --trust-request-chat-template: a request that
+    brings a template (`chat_template`, or a non-null `chat_template` in its chat_template_kwargs) is
+    refused, 400 BadRequestError with no param."""
+    if chat_template is not None or (chat_template_kwargs or {}).get("chat_template") is not None:
+        raise BadRequest(
+            "Chat template is passed with request, but --trust-request-chat-template is not set. "
+            "Refused request with untrusted chat template."
         )
 
 

@@ -1,9 +1,10 @@
 """`ServingOptions`: the server flags the OpenAI routes honour per request (vLLM's flags of the same names).
 
-`--enable-force-include-usage`, `--return-tokens-as-token-ids`, `--trust-request-mm-kwargs` and
-`--sse-keep-alive-interval` (`--response-role` is the chat layer's), the output log
-(`--enable-log-outputs`); plus whether the engine takes prompt
-embeddings, when the server knows (it owns the engine core).
+`--enable-force-include-usage`, `--return-tokens-as-token-ids`, `--trust-request-mm-kwargs`,
+`--trust-request-chat-template` and `--sse-keep-alive-interval` (`--response-role`,
+`--default-chat-template-kwargs` and `--exclude-tools-when-tool-choice-none` are the chat layer's), the
+output log (`--enable-log-outputs`); plus whether the engine takes prompt embeddings, when the server
+knows (it owns the engine core).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class ServingOptions(NamedTuple):
     force_include_usage: bool = False
     return_tokens_as_token_ids: bool = False
     trust_request_mm_kwargs: bool = False
+    trust_request_chat_template: bool = False
     sse_keep_alive_interval: float = 0.0
     #: True / False when the server owns the engine core; None for a provided or remote Llm.
     prompt_embeds_enabled: bool | None = None
@@ -42,6 +44,7 @@ class ServingOptions(NamedTuple):
             force_include_usage=server.enable_force_include_usage,
             return_tokens_as_token_ids=server.return_tokens_as_token_ids,
             trust_request_mm_kwargs=server.trust_request_mm_kwargs,
+            trust_request_chat_template=server.trust_request_chat_template,
             sse_keep_alive_interval=server.sse_keep_alive_interval,
             prompt_embeds_enabled=None if engine is None else engine.settings.enable_prompt_embeds,
             output_log=output_log(server),

@@ -14,7 +14,7 @@ import msgspec
 from vllm_llm import ChatRequest, TextSamplingParams
 from vllm_llm.wire import LoraRequest, StructuredOutputs
 from vllm_server.errors import BadRequest, NotFound
-from vllm_server.http.openai.chat_request import check_mm_kwargs
+from vllm_server.http.openai.chat_request import check_chat_template, check_mm_kwargs
 from vllm_server.http.openai.sampling import StructuredOutputsParams, logit_bias_ids, structured_outputs
 from vllm_server.http.responses.items import continues_final_message, input_messages
 from vllm_server.http.responses.tools import (
@@ -141,7 +141,9 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
 
     # ---- checks ----------------------------------------------------------------------------------------
 
-    def check(self, max_model_len: int, *, trust_mm_kwargs: bool = False) -> list[FunctionTool]:
+    def check(
+        self, max_model_len: int, *, trust_mm_kwargs: bool = False, trust_chat_template: bool = False
+    ) -> list[FunctionTool]:
         """vLLM's validators of this request; the checked function tools."""
         if self.background:
             if self.store is False:
@@ -186,12 +188,8 @@ class ResponsesRequest(msgspec.Struct, kw_only=True):
         fmt = self.text.format if self.text is not None else None
         if fmt is not None and fmt.type == "json_schema" and fmt.schema is None:
             raise BadRequest("text.format of type json_schema needs a `schema`", param="text")
-        if self.chat_template_kwargs and "chat_template" in self.chat_template_kwargs:
-            raise BadRequest(
-                "Chat template is passed with request, but --trust-request-chat-template is not set. "
-                "Refused request with untrusted chat template.",
-                param="chat_template_kwargs",
-            )
+        if not trust_chat_template:  # vLLM's Responses request has no chat_template of its own
+            check_chat_template(None, self.chat_template_kwargs)
         check_max_tokens(self.max_output_tokens, "max_output_tokens", max_model_len)
         if not trust_mm_kwargs:
             check_mm_kwargs(self.mm_processor_kwargs, self.media_io_kwargs)

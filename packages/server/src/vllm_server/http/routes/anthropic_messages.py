@@ -19,7 +19,14 @@ from vllm_server.http.anthropic import (
 )
 from vllm_server.http.anthropic.request import ThinkingDisabled
 from vllm_server.http.disconnect import unless_disconnected
-from vllm_server.http.openai import base_request_id, decode_body, event_stream, json_response, session_header
+from vllm_server.http.openai import (
+    ServingOptions,
+    base_request_id,
+    decode_body,
+    event_stream,
+    json_response,
+    session_header,
+)
 from vllm_server.http.route import Handler
 from vllm_server.request_checks import vllm_wording
 from vllm_server.request_log import output_log
@@ -59,6 +66,7 @@ def create_message(state: ServerState) -> Handler:
     """The messages handler over `state`."""
     facts = _Facts(state)
     log = output_log(state.config.server)
+    trusted = ServingOptions.of(state.config).trust_request_chat_template
 
     async def create_message(raw: Request) -> Response:
         """Continue a conversation, streamed as Anthropic's SSE events or whole."""
@@ -72,7 +80,7 @@ def create_message(state: ServerState) -> Handler:
             body, merge_inline_system=template.merge_inline_system, disabled_thinking_effort=disabled
         )
         model = await resolve_model(state, chat_request.model)
-        chat_request.check(chat.text.info().max_model_len)
+        chat_request.check(chat.text.info().max_model_len, trust_chat_template=trusted or chat.harmony)
         request_id = f"chatcmpl-{base_request_id(raw, None)}"
         with vllm_wording():
             stream = await chat.generate(
@@ -97,6 +105,7 @@ def create_message(state: ServerState) -> Handler:
 def count_tokens(state: ServerState) -> Handler:
     """The count_tokens handler over `state`."""
     facts = _Facts(state)
+    trusted = ServingOptions.of(state.config).trust_request_chat_template
 
     async def count_tokens(raw: Request) -> Response:
         """The prompt tokens the conversation renders to."""
@@ -109,7 +118,7 @@ def count_tokens(state: ServerState) -> Handler:
             body, merge_inline_system=template.merge_inline_system, disabled_thinking_effort=disabled
         )
         await resolve_model(state, chat_request.model)
-        chat_request.check(chat.text.info().max_model_len)
+        chat_request.check(chat.text.info().max_model_len, trust_chat_template=trusted or chat.harmony)
         rendered = await chat.render_with_media(chat_request.chat_request("count-tokens", None))
         count = len(rendered.prompt_token_ids)
         return json_response({"input_tokens": count, "context_management": {"original_input_tokens": count}})

@@ -41,7 +41,12 @@ def serve_chat_completion(state: ServerState) -> BodyHandler[ChatCompletionReque
     async def serve(raw: Request, body: ChatCompletionRequest) -> Response:
         chat = state.chat()
         model = await resolve_model(state, body.model)
-        body.check(chat.text.info().max_model_len, trust_mm_kwargs=options.trust_request_mm_kwargs)
+        body.check(
+            chat.text.info().max_model_len,
+            trust_mm_kwargs=options.trust_request_mm_kwargs,
+            # vLLM checks a request's template only where it renders one: not for Harmony (gpt-oss)
+            trust_chat_template=options.trust_request_chat_template or chat.harmony,
+        )
         request_id = f"chatcmpl-{base_request_id(raw, body.request_id)}"
         session_id = body.session(session_header(raw))
         with vllm_wording():

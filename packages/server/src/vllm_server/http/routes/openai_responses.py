@@ -32,7 +32,11 @@ def create_response(state: ServerState) -> Handler:
         chat = state.chat()
         model = await resolve_model(state, body.model)
         info = chat.text.info()
-        tools = body.check(info.max_model_len, trust_mm_kwargs=options.trust_request_mm_kwargs)
+        tools = body.check(
+            info.max_model_len,
+            trust_mm_kwargs=options.trust_request_mm_kwargs,
+            trust_chat_template=options.trust_request_chat_template,
+        )
         tool_choice = resolve_tool_choice(body.tool_choice, tools)
         request_id = body.request_id or f"resp_{base_request_id(raw, None)}"
         session_id = body.session(session_header(raw))

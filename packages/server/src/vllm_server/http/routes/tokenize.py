@@ -9,7 +9,8 @@ from fastapi import Request
 from vllm_llm import ChatRequest
 from vllm_server.errors import BadRequest
 from vllm_server.http.openai import DetokenizeBody, TokenizeBody, decode_body
-from vllm_server.http.openai.chat_request import check_generation_prompt
+from vllm_server.http.openai.chat_request import check_chat_template, check_generation_prompt
+from vllm_server.http.openai.options import ServingOptions
 from vllm_server.http.openai.tools import tool_dicts
 from vllm_server.http.route import Handler
 from vllm_server.served_model import resolve_model
@@ -19,6 +20,8 @@ from vllm_server.state import ServerState
 def tokenize(state: ServerState) -> Handler:
     """The tokenize handler over `state`: the served model's tokenizer and chat template."""
 
+    options = ServingOptions.of(state.config)
+
     async def tokenize(raw: Request) -> dict[str, Any]:
         """Token ids of a prompt, or of chat messages rendered with the chat template."""
         body = await decode_body(raw, TokenizeBody)
@@ -26,12 +29,8 @@ def tokenize(state: ServerState) -> Handler:
         await resolve_model(state, body.model)
         if body.messages is not None:
             check_generation_prompt(body.add_generation_prompt, body.continue_final_message)
-            if body.chat_template is not None:
-                raise BadRequest(
-                    "Chat template is passed with request, but --trust-request-chat-template is not set. "
-                    "Refused request with untrusted chat template.",
-                    param="chat_template",
-                )
+            if not options.trust_request_chat_template:
+                check_chat_template(body.chat_template, body.chat_template_kwargs)
             rendered = await state.chat().render_with_media(
                 ChatRequest(
                     request_id="tokenize",
@@ -39,6 +38,9 @@ def tokenize(state: ServerState) -> Handler:
                     add_generation_prompt=body.add_generation_prompt,
                     continue_final_message=body.continue_final_message,
                     tools=tool_dicts(body.tools),
+                    # vLLM's /tokenize has no tool_choice: its tools always reach the template.
+                    tool_choice=None,
+                    chat_template=body.chat_template,
                     chat_template_kwargs=body.chat_template_kwargs,
                     add_special_tokens=bool(body.add_special_tokens),
                     mm_processor_kwargs=body.mm_processor_kwargs,
