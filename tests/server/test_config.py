@@ -102,6 +102,8 @@ def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
         "trust_request_chat_template": False,
         "default_chat_template_kwargs": {},
         "exclude_tools_when_tool_choice_none": False,
+        "fingerprint_mode": "full",
+        "fingerprint_value": None,
     }
     engine: dict[str, object] = {
         "model": "/models/m",

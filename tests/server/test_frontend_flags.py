@@ -88,8 +88,6 @@ REFUSALS = [
     (["--anthropic-disabled-thinking-effort", "low"], "--anthropic-disabled-thinking-effort 'low' is not"),
     (["--tokens-only"], "vLLM's token-in/token-out scale-out endpoints"),
     (["--enable-scale-out"], "vLLM's token-in/token-out scale-out endpoints"),
-    (["--fingerprint-mode", "hash"], "--fingerprint-mode 'hash' is not supported"),
-    (["--fingerprint-value", "x"], "--fingerprint-value 'x' is not supported"),
     (["--data-parallel-supervisor-port", "9300"], "vLLM's data-parallel supervisor"),
     (["--dp-supervisor-probe-interval-s", "1"], "vLLM's data-parallel supervisor"),
     (["--dp-supervisor-probe-timeout-s", "1"], "vLLM's data-parallel supervisor"),
@@ -113,7 +111,7 @@ def test_their_defaults_and_allowed_values_are_taken() -> None:
     from vllm_server.cli import serve_config
 
     defaults = [f"--{'' if f.default else 'no-'}{f.name[2:]}" for f in FLAGS if f.boolean and f.refused]
-    serve_config([*MOCK, *defaults, "--api-server-count", "1", "--fingerprint-mode", "none"])
+    serve_config([*MOCK, *defaults, "--api-server-count", "1"])
     serve_config([*MOCK, "--cohere-format", "cmd4", "--data-parallel-supervisor-port", "9256"])
 
 

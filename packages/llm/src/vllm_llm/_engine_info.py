@@ -53,4 +53,17 @@ def llm_info(settings: EngineCoreSettings, vllm_config: Any, tokenizer: Any) -> 
         num_kv_blocks=vllm_config.cache_config.num_gpu_blocks,
         reasoning_parser=settings.reasoning_parser,
         model_type=getattr(mc.hf_config, "model_type", None) or None,
+        config_hash=_config_hash(vllm_config),
+        tensor_parallel_size=vllm_config.parallel_config.tensor_parallel_size,
+        pipeline_parallel_size=vllm_config.parallel_config.pipeline_parallel_size,
+        enable_expert_parallel=bool(vllm_config.parallel_config.enable_expert_parallel),
     )
+
+
+def _config_hash(vllm_config: Any) -> str | None:
+    """The config's hash (vLLM's system_fingerprint takes its first 8 characters); None where vLLM's
+    fingerprint says `nohash`."""
+    try:
+        return str(vllm_config.compute_hash())
+    except Exception:
+        return None

@@ -493,6 +493,8 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         trust_request_chat_template=args.trust_request_chat_template,
         default_chat_template_kwargs=dict(args.default_chat_template_kwargs or {}),
         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
+        fingerprint_mode=args.fingerprint_mode,
+        fingerprint_value=args.fingerprint_value,
     )
     if args.model is None:
         return FrontendConfig(server=server)

@@ -126,6 +126,10 @@ class ServerConfig:
     trust_request_chat_template: bool = False
     default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     exclude_tools_when_tool_choice_none: bool = False
+    #: The system_fingerprint of chat and completion responses (vLLM's --fingerprint-mode and
+    #: --fingerprint-value): full, hash, custom or none.
+    fingerprint_mode: str = "full"
+    fingerprint_value: str | None = None
 
     def tls(self) -> TlsConfig | None:
         """The TLS settings, if a certificate is configured."""

@@ -76,6 +76,7 @@ def _json_object(value: str) -> dict[str, Any]:
 
 _TRANSPORT = "start-up and transport (vLLM's flags)"
 _CHAT = "request handling: chat templates (vLLM's flags)"
+_RESPONSES = "responses (vLLM's flags)"
 _LOGGING = "request handling: logging and tokenizer info (vLLM's flags)"
 _REFUSED = "vLLM's flags for what this frontend does not run (only their defaults are taken)"
 _POOLING = "pooling models are not served; generation only"
@@ -255,6 +256,22 @@ FLAGS: tuple[Flag, ...] = (
         help="log the stack trace of each error response the app's error handlers make, with the "
         "request's id (default: the VLLM_SERVER_DEV_MODE environment variable, as vLLM's)",
     ),
+    # ---- responses ----------------------------------------------------------------------------------------
+    Flag(
+        names=("--fingerprint-mode",),
+        group=_RESPONSES,
+        default="full",
+        choices=("full", "hash", "custom", "none"),
+        help="the system_fingerprint of whole chat and completion responses (streams carry none, as "
+        "vLLM's server's): full `vllm-VERSION[-tpN][-ppN][-dpN][-ep]-HASH8` of the engine's vLLM and "
+        "config (a router: its worker's; the mock: null), hash `vllm-VERSION-HASH8`, custom "
+        "--fingerprint-value, none null",
+    ),
+    Flag(
+        names=("--fingerprint-value",),
+        group=_RESPONSES,
+        help="the system_fingerprint of --fingerprint-mode custom",
+    ),
     # ---- refused: what vLLM runs and this frontend does not --------------------------------------------
     Flag(
         names=("--headless",),
@@ -355,22 +372,6 @@ FLAGS: tuple[Flag, ...] = (
         boolean=True,
         help="vLLM: the scale-out endpoints beside the OpenAI API",
         refused=_SCALE_OUT,
-    ),
-    Flag(
-        names=("--fingerprint-mode",),
-        group=_REFUSED,
-        default="full",
-        choices=("full", "hash", "custom", "none"),
-        help="vLLM: the system_fingerprint of responses; this frontend's is null (vLLM's `none`)",
-        allowed=("none",),
-        refused="system_fingerprint is null here (vLLM's `none`); vLLM's version-and-config fingerprints "
-        "are not made (issue 52)",
-    ),
-    Flag(
-        names=("--fingerprint-value",),
-        group=_REFUSED,
-        help="vLLM: the literal fingerprint of --fingerprint-mode custom",
-        refused="system_fingerprint is null here (vLLM's `none`)",
     ),
     Flag(
         names=("--data-parallel-supervisor-port",),

@@ -17,6 +17,7 @@ from vllm_server.http.openai.codec import (
 )
 from vllm_server.http.openai.completion_output import CompletionOutput, start_streams
 from vllm_server.http.openai.completion_request import CompletionRequest
+from vllm_server.http.openai.fingerprint import system_fingerprint
 from vllm_server.http.openai.generate_output import TokensOutput
 from vllm_server.http.openai.generate_request import GenerateBody
 from vllm_server.http.openai.options import ServingOptions, session_header
@@ -45,4 +46,5 @@ __all__ = [
     "json_response",
     "session_header",
     "start_streams",
+    "system_fingerprint",
 ]

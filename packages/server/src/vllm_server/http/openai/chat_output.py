@@ -36,9 +36,13 @@ class ChatOutput:
         model: str,
         metrics: RequestMetrics,
         options: ServingOptions = DEFAULT_OPTIONS,
+        fingerprint: str | None = None,
     ) -> None:
         self.body = body
         self.options = options
+        #: The system_fingerprint (`fingerprint.system_fingerprint`) of a whole response; vLLM's server
+        #: stamps no chunk of a stream (tests/differential/test_fingerprint.py).
+        self.fingerprint = fingerprint
         self.as_ids = body.tokens_as_ids(options.return_tokens_as_token_ids)
         self.stream = stream
         self.request_id = request_id
@@ -184,7 +188,7 @@ class ChatOutput:
             usage_json(self.prompt_tokens, got.completion_tokens, got.cached_tokens, reasoning),
         )
         out["service_tier"] = None
-        out["system_fingerprint"] = None
+        out["system_fingerprint"] = self.fingerprint
         # whatever the engine computed, as vLLM's (echo with top_logprobs asks for them too)
         out["prompt_logprobs"] = prompt_logprobs_json(got.prompt_logprobs)
         out["prompt_token_ids"] = self.stream.prompt.prompt_token_ids if body.return_token_ids else None

@@ -53,9 +53,13 @@ class CompletionOutput:
         model: str,
         metrics: RequestMetrics,
         options: ServingOptions = DEFAULT_OPTIONS,
+        fingerprint: str | None = None,
     ) -> None:
         self.body = body
         self.options = options
+        #: The system_fingerprint (`fingerprint.system_fingerprint`) of a whole response; vLLM's server
+        #: stamps no chunk of a stream (tests/differential/test_fingerprint.py).
+        self.fingerprint = fingerprint
         self.as_ids = body.tokens_as_ids(options.return_tokens_as_token_ids)
         self.text = text
         self.prompts = [r.prompt for r in requests]
@@ -182,7 +186,7 @@ class CompletionOutput:
         return {
             **self._envelope(choices, usage=usage),
             "service_tier": None,
-            "system_fingerprint": None,
+            "system_fingerprint": self.fingerprint,
             "kv_transfer_params": kv_transfer_params,
         }
 

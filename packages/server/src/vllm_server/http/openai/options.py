@@ -3,8 +3,8 @@
 `--enable-force-include-usage`, `--return-tokens-as-token-ids`, `--trust-request-mm-kwargs`,
 `--trust-request-chat-template` and `--sse-keep-alive-interval` (`--response-role`,
 `--default-chat-template-kwargs` and `--exclude-tools-when-tool-choice-none` are the chat layer's), the
-output log (`--enable-log-outputs`); plus whether the engine takes prompt embeddings, when the server
-knows (it owns the engine core).
+output log (`--enable-log-outputs`), the system fingerprint (`--fingerprint-mode`); plus whether the
+engine takes prompt embeddings, when the server knows (it owns the engine core).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ class ServingOptions(NamedTuple):
     prompt_embeds_enabled: bool | None = None
     #: Where the routes log their outputs (--enable-log-outputs); None: not logged.
     output_log: OutputLog | None = None
+    #: --fingerprint-mode and --fingerprint-value (`fingerprint.system_fingerprint`).
+    fingerprint_mode: str = "full"
+    fingerprint_value: str | None = None
 
     @classmethod
     def of(cls, config: FrontendConfig) -> ServingOptions:
@@ -48,6 +51,8 @@ class ServingOptions(NamedTuple):
             sse_keep_alive_interval=server.sse_keep_alive_interval,
             prompt_embeds_enabled=None if engine is None else engine.settings.enable_prompt_embeds,
             output_log=output_log(server),
+            fingerprint_mode=server.fingerprint_mode,
+            fingerprint_value=server.fingerprint_value,
         )
 
 

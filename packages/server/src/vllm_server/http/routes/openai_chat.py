@@ -13,6 +13,7 @@ from vllm_server.http.openai import (
     decode_body,
     event_stream,
     session_header,
+    system_fingerprint,
 )
 from vllm_server.http.route import BodyHandler, Handler
 from vllm_server.request_checks import vllm_wording
@@ -61,6 +62,9 @@ def serve_chat_completion(state: ServerState) -> BodyHandler[ChatCompletionReque
             model=model.name,
             metrics=metrics,
             options=options,
+            fingerprint=system_fingerprint(
+                chat.text.info(), options.fingerprint_mode, options.fingerprint_value
+            ),
         )
         if body.streaming:
             return event_stream(output.frames(), options.sse_keep_alive_interval)

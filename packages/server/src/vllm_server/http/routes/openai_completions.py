@@ -14,6 +14,7 @@ from vllm_server.http.openai import (
     event_stream,
     session_header,
     start_streams,
+    system_fingerprint,
 )
 from vllm_server.http.route import BodyHandler, Handler
 from vllm_server.served_model import resolve_model
@@ -57,6 +58,7 @@ def serve_completion(state: ServerState) -> BodyHandler[CompletionRequest]:
             model=model.name,
             metrics=metrics,
             options=options,
+            fingerprint=system_fingerprint(text.info(), options.fingerprint_mode, options.fingerprint_value),
         )
         if body.streaming:
             return event_stream(output.frames(), options.sse_keep_alive_interval)
