@@ -1,7 +1,7 @@
 """`system_fingerprint` under vLLM's default `--fingerprint-mode full`, against vLLM's own server: the same
-form (`vllm-VERSION-HASH8` for one engine), ours the one vLLM's code makes of our engine's config, and on
-no chunk of a stream (vLLM 0.32's serving code stamps a choice's last chunk and the usage chunk, but its
-server's streams carry none). Each mode and a router's: tests/server/test_fingerprint.py."""
+form (`vllm-VERSION-HASH8` for one engine), ours the one vLLM's code makes of our engine's config, and
+stamped on the same chunks of a stream (each choice's last chunk, or only the usage chunk when one
+follows). Each mode and a router's: tests/server/test_fingerprint.py."""
 
 from __future__ import annotations
 
@@ -41,25 +41,34 @@ async def test_a_whole_response(
 
 
 async def _stamped(http: httpx.AsyncClient, path: str, request: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Which chunks of a stream carry the fingerprint: (the chunk's kind, its value)."""
-    stamped = []
+    """Each chunk of a stream: its kind (a choice's last, the usage chunk, another) and its fingerprint
+    (absent: None)."""
+    chunks = []
     async with http.stream("POST", path, json=request) as response:
+        assert response.status_code == 200, await response.aread()
         async for line in response.aiter_lines():
             if not line.startswith("data: {"):
                 continue
             chunk = json.loads(line.removeprefix("data: "))
-            if "system_fingerprint" in chunk:
-                finished = any(c.get("finish_reason") for c in chunk["choices"])
-                kind = "finish" if finished else "usage" if not chunk["choices"] else "other"
-                stamped.append((kind, chunk["system_fingerprint"]))
-    return stamped
+            finished = any(c.get("finish_reason") for c in chunk["choices"])
+            kind = "finish" if finished else "usage" if "usage" in chunk and not chunk["choices"] else "other"
+            chunks.append((kind, chunk.get("system_fingerprint")))
+    return chunks
 
 
 @pytest.mark.parametrize("include_usage", [False, True])
 @pytest.mark.parametrize(("path", "body"), [CHAT, CMPL], ids=["chat", "completions"])
-async def test_a_stream(path: str, body: dict[str, Any], include_usage: bool, pair: Pair) -> None:
-    request = {"model": "tiny", "max_tokens": 3, "temperature": 0, "n": 2, "stream": True, **body}
-    request["stream_options"] = {"include_usage": include_usage}
+async def test_a_stream(
+    path: str, body: dict[str, Any], include_usage: bool, pair: Pair, engine_llm: EngineCoreLlm
+) -> None:
+    request = {"model": "tiny", "max_tokens": 3, "temperature": 0.8, "seed": 1, "n": 2, **body}
+    request |= {"stream": True, "stream_options": {"include_usage": include_usage}}
     theirs = await _stamped(pair.theirs_http, path, request)
     ours = await _stamped(pair.ours_http, path, request)
-    assert theirs == ours == []
+    last = ["finish", "finish", "usage"] if include_usage else ["finish", "finish"]
+    for chunks in (theirs, ours):
+        assert [kind for kind, _ in chunks if kind != "other"] == last, chunks
+    stamped = ["usage"] if include_usage else ["finish", "finish"]
+    assert [kind for kind, fp in theirs if fp is not None] == stamped, theirs
+    assert [kind for kind, fp in ours if fp is not None] == stamped, ours
+    assert {fp for _, fp in ours if fp is not None} == {_expected(engine_llm)}

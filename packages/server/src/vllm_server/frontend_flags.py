@@ -262,9 +262,9 @@ FLAGS: tuple[Flag, ...] = (
         group=_RESPONSES,
         default="full",
         choices=("full", "hash", "custom", "none"),
-        help="the system_fingerprint of whole chat and completion responses (streams carry none, as "
-        "vLLM's server's): full `vllm-VERSION[-tpN][-ppN][-dpN][-ep]-HASH8` of the engine's vLLM and "
-        "config (a router: its worker's; the mock: null), hash `vllm-VERSION-HASH8`, custom "
+        help="the system_fingerprint of chat and completion responses (a stream's: on each choice's last "
+        "chunk, or the usage chunk): full `vllm-VERSION[-tpN][-ppN][-dpN][-ep]-HASH8` of the engine's vLLM "
+        "and config (a router: its worker's; the mock: null), hash `vllm-VERSION-HASH8`, custom "
         "--fingerprint-value, none null",
     ),
     Flag(

@@ -40,8 +40,8 @@ class ChatOutput:
     ) -> None:
         self.body = body
         self.options = options
-        #: The system_fingerprint (`fingerprint.system_fingerprint`) of a whole response; vLLM's server
-        #: stamps no chunk of a stream (tests/differential/test_fingerprint.py).
+        #: The system_fingerprint (`fingerprint.system_fingerprint`): on a whole response, and, as vLLM
+        #: stamps a stream, on each choice's last chunk when no usage chunk follows, else on that.
         self.fingerprint = fingerprint
         self.as_ids = body.tokens_as_ids(options.return_tokens_as_token_ids)
         self.stream = stream
@@ -99,12 +99,15 @@ class ChatOutput:
                             reasoning_tokens=reasoning[d.index] if counts else None,
                         )
                         frame += b',"usage":' + encode(usage)
+                    if d.finish_reason is not None and not include_usage:
+                        frame += self._fingerprint_field()
                     yield frame + b"}\n\n"
                 if include_usage:
                     usage = usage_json(
                         self.prompt_tokens, sum(produced), cached, sum(reasoning) if counts else None
                     )
-                    yield event(encode(self._envelope("chat.completion.chunk", [], usage)))
+                    chunk = encode(self._envelope("chat.completion.chunk", [], usage))
+                    yield event(chunk[:-1] + self._fingerprint_field() + b"}")
                 if log is not None:
                     log.chat_streamed(self.request_id, texts)
                 reason = last
@@ -114,6 +117,10 @@ class ChatOutput:
         finally:
             await close_shielded(self.stream)
             self.metrics.finish(reason)
+
+    def _fingerprint_field(self) -> bytes:
+        """`,"system_fingerprint":...` for a chunk's JSON, or nothing (vLLM leaves a null one out)."""
+        return b"" if self.fingerprint is None else b',"system_fingerprint":' + encode(self.fingerprint)
 
     def _chunk_prefix(self) -> bytes:
         head = encode({"id": self.request_id, "object": "chat.completion.chunk", "created": self.created})

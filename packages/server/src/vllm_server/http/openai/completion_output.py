@@ -57,8 +57,8 @@ class CompletionOutput:
     ) -> None:
         self.body = body
         self.options = options
-        #: The system_fingerprint (`fingerprint.system_fingerprint`) of a whole response; vLLM's server
-        #: stamps no chunk of a stream (tests/differential/test_fingerprint.py).
+        #: The system_fingerprint (`fingerprint.system_fingerprint`): on a whole response, and, as vLLM
+        #: stamps a stream, on each choice's last chunk when no usage chunk follows, else on that.
         self.fingerprint = fingerprint
         self.as_ids = body.tokens_as_ids(options.return_tokens_as_token_ids)
         self.text = text
@@ -101,10 +101,13 @@ class CompletionOutput:
                     frame = prefix + encode(choice) + b"]"
                     if continuous:
                         frame += b',"usage":' + encode(usage_json(prompt_lens[p], produced[i]))
+                    if d.finish_reason is not None and not include_usage:
+                        frame += self._fingerprint_field()
                     yield frame + b"}\n\n"
                 if include_usage:
                     usage = usage_json(sum(prompt_lens), sum(produced), sum(cached))
-                    yield event(encode(self._envelope([], usage=usage)))
+                    chunk = encode(self._envelope([], usage=usage))
+                    yield event(chunk[:-1] + self._fingerprint_field() + b"}")
                 reason = last
             except Exception as exc:
                 yield error_event(exc)
@@ -112,6 +115,10 @@ class CompletionOutput:
         finally:
             await close_shielded(self.merged)
             self.metrics.finish(reason)
+
+    def _fingerprint_field(self) -> bytes:
+        """`,"system_fingerprint":...` for a chunk's JSON, or nothing (vLLM leaves a null one out)."""
+        return b"" if self.fingerprint is None else b',"system_fingerprint":' + encode(self.fingerprint)
 
     def _chunk_prefix(self) -> bytes:
         head = encode({"id": self.request_id, "object": "text_completion", "created": self.created})
