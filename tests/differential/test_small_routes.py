@@ -56,7 +56,10 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
     ("chat-other-model", {"model": "nope", "messages": HI, "max_tokens": 4, "temperature": 0}),
     ("completion-no-model", {"prompt": "x", "max_tokens": 4, "temperature": 0}),
     # Not a chat request (messages is no list) but a completion request.
-    ("bad-messages-and-prompt", {"model": "tiny", "messages": "Hi", "prompt": "x", "max_tokens": 4}),
+    (
+        "bad-messages-and-prompt",
+        {"model": "tiny", "messages": "Hi", "prompt": "x", "max_tokens": 4, "temperature": 0},
+    ),
     (
         "completion-logprobs",
         {"model": "tiny", "prompt": "Hi", "max_tokens": 4, "temperature": 0, "logprobs": 2},
