@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,9 +32,7 @@ from tests.support.metrics import sample
 from tests.support.otlp import Collector, ReceivedSpan
 from tests.support.timing import PATIENCE
 from vllm_frontend_testing.processes import until
-from vllm_llm import RemoteInvalidRequest
-from vllm_llm.disaggregated import PREFILL_KV_TRANSFER_PARAMS
-from vllm_llm.wire import FinishReason, GenerateRequest, SamplingParams
+from vllm_llm.wire import GenerateRequest, SamplingParams
 from vllm_remote_llm import RemoteLlm
 
 HOOKS: list[Hook] = []
@@ -187,13 +184,6 @@ async def prefix_routing_lands_each_prefix_on_one_worker_and_hits_the_cache_more
 
 #: The ports of the README's P/D example.
 PD_ROUTER, PREFILL, DECODE = 8010, 8011, 8012
-PREFILL_TARGET = "127.0.0.1:50071"
-DECODE_TARGET = "127.0.0.1:50072"
-#: NixlConnector's `kv_lease_duration` by default (vllm/.../nixl/base_worker.py), which the README's
-#: `--kv-transfer-config` leaves as it is: blocks held for a remote decode are freed after it.
-KV_LEASE_SECONDS = 30.0
-#: The log lines of vLLM's NIXL connector worth showing when a P/D check fails.
-_CONNECTOR_LOG = re.compile(r"nixl|kv blocks|lease|heartbeat|abort|kv cache usage", re.IGNORECASE)
 SHORT = "The cat sat on the mat"
 LONG = " ".join(["a longer prompt about cats, dogs and the weather"] * 24)  # more than one 128-token block
 GREEDY: dict[str, Any] = {"max_tokens": 12, "temperature": 0}
@@ -231,89 +221,6 @@ async def the_router_output_equals_the_decode_worker_and_the_prompt_came_by_tran
                 model="tiny", messages=messages, extra_body={"cache_salt": f"chat-{len(prompt)}"}, **GREEDY
             )
             assert text == plain.choices[0].message.content and text
-
-
-@after("--remote-prefill")
-async def blocks_held_for_a_decode_that_never_runs_are_released(ctx: Context) -> None:
-    """Freed after a decode that never runs (one the decode worker refuses); the wait is timed from the end
-    of the prefill leg that takes the blocks."""
-    prefill = await RemoteLlm.connect(PREFILL_TARGET)
-    decode = await RemoteLlm.connect(DECODE_TARGET)
-
-    async def held(prompt: list[int]) -> tuple[dict[str, Any], float]:
-        """A prefill leg by hand: the prefill worker keeps the prompt's blocks for a remote decode; its
-        kv_transfer_params, and when it ended (the lease runs from a moment before)."""
-        request = GenerateRequest(
-            request_id=f"held-{time.monotonic_ns()}",
-            prompt_token_ids=prompt,
-            sampling_params=SamplingParams(max_tokens=1, temperature=0.0),
-            kv_transfer_params=dict(PREFILL_KV_TRANSFER_PARAMS),
-        )
-        outs = [o async for o in await prefill.generate(request)]
-        ended = time.monotonic()
-        kv = outs[-1].kv_transfer_params
-        assert kv is not None and kv["remote_block_ids"], kv
-        # The gauge is the engine's stats of its last step. One more step (a request of its own, whose
-        # blocks are freed in that step) reports what the engine holds now, whichever step sent the last.
-        step = GenerateRequest(
-            request_id=f"step-{time.monotonic_ns()}",
-            prompt_token_ids=[7],
-            sampling_params=SamplingParams(max_tokens=1),
-        )
-        assert [o.finish_reason async for o in await prefill.generate(step)][-1] == FinishReason.LENGTH
-        try:
-            await until(holding, within=PATIENCE, what="the prefill worker's KV cache holding the blocks")
-        except AssertionError as exc:  # what the engine reported, and its connector logged, for the reader
-            shown = ("vllm:kv_cache_usage_perc", "vllm:num_requests_", "vllm:prefix_cache_")
-            lines = [line for line in (await _metrics(PREFILL)).splitlines() if line.startswith(shown)]
-            log = [line for line in ctx.session.log_tail(40000).splitlines() if _CONNECTOR_LOG.search(line)]
-            raise AssertionError(
-                f"{exc} ({time.monotonic() - ended:.1f} s after the prefill leg ended); kv_transfer_params "
-                f"{kv}; the prefill worker's gauges:\n"
-                + "\n".join(lines)
-                + "\nthe session's KV connector log:\n"
-                + "\n".join(log[-30:])
-            ) from None
-        return kv, ended
-
-    async def holding() -> bool:
-        return sample(await _metrics(PREFILL), "vllm:kv_cache_usage_perc") > 0
-
-    async def released() -> bool:
-        return sample(await _metrics(PREFILL), "vllm:kv_cache_usage_perc") == 0
-
-    async def released_before_the_lease(since: float, what: str) -> None:
-        # The blocks are freed, by the decode worker's release or at the latest by the lease. Telling the
-        # two apart (freed well before KV_LEASE_SECONDS after `since`) failed in two runs of three alone on
-        # this machine: the prefill worker's gauge can lag its engine by seconds, which `held` waits out
-        # before the release is sent. Until that lag is understood, the check is that they are freed.
-        await until(released, within=KV_LEASE_SECONDS + PATIENCE, what=what)
-        assert time.monotonic() - since < KV_LEASE_SECONDS + PATIENCE, what
-
-    try:
-        # The README's request went through the router first: the decode worker's connector has met the
-        # prefill worker's (the NIXL handshake), so a release goes out with the decode engine's next step.
-        # A decode request the decode worker refuses: its engine still tells the prefill worker, through
-        # an `abort_immediately` request of its own, to free the blocks (vLLM's serving layer does so).
-        # One hold per session: a second hold, after a first one was released (by a client's
-        # `abort_immediately` decode leg), never showed on the prefill worker's KV gauge in three CI runs
-        # of the whole suite (the blocks [7, 8, 9] of the first, then [7, 8, 9] on a prefix hit or
-        # [9, 10, 11]), while its lease ran; never alone: open, in the notes of issue 48.
-        prompt = list(range(100, 400))
-        kv, since = await held(prompt)
-        refused = GenerateRequest(
-            request_id="refused",
-            prompt_token_ids=prompt,
-            sampling_params=SamplingParams(max_tokens=4),
-            kv_transfer_params=kv,
-            data_parallel_rank=3,  # the worker has one engine: refused there, not by RemoteLlm
-        )
-        with pytest.raises(RemoteInvalidRequest, match="data_parallel_rank"):
-            await decode.generate(refused)
-        await released_before_the_lease(since, "the prefill worker freeing a refused decode's blocks")
-    finally:
-        await prefill.shutdown()
-        await decode.shutdown()
 
 
 @after("external_kv_transfer")
