@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -392,6 +392,15 @@ class Metrics:
         if not self.records_requests:
             return stream
         return stream.observe(_EngineTimings(request, self._families()).observe)
+
+    def gauge_samples(self, names: Mapping[str, str]) -> list[tuple[str, float]]:
+        """The samples of the gauges `names` maps, in the registry's order, each under the name it maps to."""
+        return [
+            (names[family.name], float(sample.value))
+            for family in self.registry.collect()
+            if family.type == "gauge" and family.name in names
+            for sample in family.samples
+        ]
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import Request, Response
 
 from vllm_server.http.disconnect import unless_disconnected
+from vllm_server.http.load_report import with_load_report
 from vllm_server.http.openai import (
     ChatCompletionRequest,
     ChatOutput,
@@ -68,6 +69,6 @@ def serve_chat_completion(state: ServerState) -> BodyHandler[ChatCompletionReque
         )
         if body.streaming:
             return event_stream(output.frames(), options.sse_keep_alive_interval)
-        return await unless_disconnected(raw, output.response())
+        return with_load_report(raw, await unless_disconnected(raw, output.response()), state.metrics)
 
     return serve
