@@ -371,7 +371,9 @@ async def _return_token_ids(h: Harness) -> None:
 async def _routed_experts_prompt_start(h: Harness) -> None:
     await h.ignored("routed_experts_prompt_start", 2)
     await h.refused(
-        "routed_experts_prompt_start", "routed_experts_prompt_start", routed_experts_prompt_start=-1
+        "Input should be greater than or equal to 0",
+        "body.routed_experts_prompt_start",
+        routed_experts_prompt_start=-1,
     )
 
 

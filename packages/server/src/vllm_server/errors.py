@@ -85,7 +85,7 @@ class BodyIssue:
     loc: tuple[str | int, ...]
     msg: str
     input: str
-    ctx: dict[str, str] | None = None
+    ctx: dict[str, str | int | float] | None = None
 
     def __str__(self) -> str:
         # The repr of pydantic's error dict, its loc dotted, as vLLM's validation handler prints it.

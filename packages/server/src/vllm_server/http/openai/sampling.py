@@ -13,7 +13,7 @@ search only), `routed_experts_prompt_start` (no routed-expert output), `return_t
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -29,6 +29,14 @@ __all__ = [
     "StructuredOutputsParams",
     "logit_bias_ids",
 ]
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: The ranges vLLM's pydantic fields declare (`Field(ge=..., le=...)`): a value outside is refused as
+#: pydantic refuses it, from the validation handler (`validation.validation_issue`).
+Int64 = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
+Truncation = Annotated[int, msgspec.Meta(ge=-1, le=_INT64_MAX)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 _CACHE_SALT_FORBIDDEN = frozenset("@/\\\x00")
 _MAX_CACHE_SALT = 128
@@ -82,7 +90,7 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     logit_bias: dict[str, float] | None = None
     n: int | None = 1
     presence_penalty: float | None = None
-    seed: int | None = None
+    seed: Int64 | None = None
     stop: str | list[str] | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
@@ -105,16 +113,16 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     bad_words: list[str] | None = None
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsParams | None = None
-    priority: int = 0
+    priority: Int64 = 0
     request_id: str | None = None
     cache_salt: str | None = None
     kv_transfer_params: dict[str, Any] | None = None
     vllm_xargs: dict[str, Any] | None = None
     repetition_detection: RepetitionDetection | None = None
     return_token_ids: bool | None = None
-    stream_interval: int | None = None
+    stream_interval: Positive | None = None
     thinking_token_budget: int | None = None
-    truncate_prompt_tokens: int | None = None
+    truncate_prompt_tokens: Truncation | None = None
     truncation_side: Literal["left", "right"] | None = None
     logprob_token_ids: list[int] | None = None
     session_id: str | None = None
@@ -125,7 +133,7 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     _check_supports_watermarking returns False without one), which no engine of this server has."""
     length_penalty: float = 1.0
     """Ignored: vLLM reads it only for beam search (to_beam_search_params), refused here."""
-    routed_experts_prompt_start: int = 0
+    routed_experts_prompt_start: NonNegative = 0
     """Ignored: vLLM reads it only with --enable-return-routed-experts, which this server lacks."""
     return_token_offsets: bool | None = False
     """Ignored, as vLLM: "ignored on regular generation endpoints" (its field description)."""
@@ -188,16 +196,6 @@ class SamplingFields(msgspec.Struct, kw_only=True):
             raise BadRequest(
                 "`thinking_token_budget` must be a non-negative integer or -1 for unlimited.",
                 param="thinking_token_budget",
-            )
-        if self.truncate_prompt_tokens is not None and self.truncate_prompt_tokens < -1:
-            raise BadRequest(
-                "`truncate_prompt_tokens` must be greater than or equal to -1.",
-                param="truncate_prompt_tokens",
-            )
-        if self.routed_experts_prompt_start < 0:
-            raise BadRequest(
-                "`routed_experts_prompt_start` must be greater than or equal to 0.",
-                param="routed_experts_prompt_start",
             )
         rf = self.response_format
         if rf is not None and rf.type == "json_schema" and rf.json_schema is None:

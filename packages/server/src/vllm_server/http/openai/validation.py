@@ -24,6 +24,7 @@ __all__ = ["json_issue", "validation_issue"]
 _MESSAGE = re.compile(r"(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?", re.DOTALL)
 _SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[\.\.\.\]")
 _MISSING = re.compile(r"Object missing required field `(?P<name>[^`]+)`")
+_BOUND = re.compile(r"Expected `(?P<kind>int|float)` (?P<op>>=|<=|>|<) (?P<bound>\S+)")
 _MAX_INPUT = 200
 _UNKNOWN = object()
 
@@ -39,6 +40,14 @@ _STR = ("string_type", "Input should be a valid string")
 _LIST = ("list_type", "Input should be a valid list")
 _DICT = ("dict_type", "Input should be a valid dictionary")
 _MODEL = ("model_attributes_type", "Input should be a valid dictionary or object to extract fields from")
+#: pydantic's error for a number out of a declared range (`Field(ge=...)`), by msgspec's operator: the type,
+#: the words and the `ctx` key.
+_RANGE = {
+    ">=": ("greater_than_equal", "greater than or equal to", "ge"),
+    "<=": ("less_than_equal", "less than or equal to", "le"),
+    ">": ("greater_than", "greater than", "gt"),
+    "<": ("less_than", "less than", "lt"),
+}
 
 
 def json_issue(body: bytes) -> BodyIssue | None:
@@ -66,6 +75,8 @@ def validation_issue(exc: msgspec.ValidationError, raw: object, type_: Any) -> B
     value = _at(raw, path)
     if (missing := _MISSING.fullmatch(what)) is not None:
         return BodyIssue("missing", (*loc, missing["name"]), "Field required", _shown(value))
+    if (bound := _BOUND.fullmatch(what)) is not None and value is not _UNKNOWN:
+        return _out_of_range(loc, value, bound)
     if isinstance(declared, inspect.LiteralType) and value is not _UNKNOWN:
         expected = _expected(declared.values)
         return BodyIssue(
@@ -75,6 +86,13 @@ def validation_issue(exc: msgspec.ValidationError, raw: object, type_: Any) -> B
     if known is None:
         return BodyIssue("value_error", loc, what, _shown(value))
     return BodyIssue(known[0], loc, known[1], _shown(value))
+
+
+def _out_of_range(loc: tuple[str | int, ...], value: object, bound: re.Match[str]) -> BodyIssue:
+    """pydantic's issue for `value`, out of the range msgspec's `bound` states."""
+    kind, words, key = _RANGE[bound["op"]]
+    limit: int | float = int(bound["bound"]) if bound["kind"] == "int" else float(bound["bound"])
+    return BodyIssue(kind, loc, f"Input should be {words} {limit}", _shown(value), {key: limit})
 
 
 def _wrong_type(declared: inspect.Type | None, value: object) -> tuple[str, str] | None:
