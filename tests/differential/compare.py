@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import pytest
 
-__all__ = ["REL", "assert_same", "without_vllm_suffix"]
+__all__ = ["REL", "assert_same"]
 
 #: Logprobs are computed by the same engine on the same model; only float noise may differ.
 REL = 1e-4
 #: Fields that differ by construction between two servers (ids, timestamps, build fingerprints).
 VOLATILE = frozenset({"id", "created", "system_fingerprint"})
-_SUFFIX = re.compile(r" \(parameter=[^()]*\)$")
 
 
 def assert_same(theirs: Any, ours: Any, *, ignore: frozenset[str] = frozenset(), path: str = "$") -> None:
@@ -31,8 +29,3 @@ def assert_same(theirs: Any, ours: Any, *, ignore: frozenset[str] = frozenset(),
         assert ours == pytest.approx(theirs, rel=REL, abs=1e-6), f"{path}: vLLM {theirs!r}, ours {ours!r}"
     else:
         assert ours == theirs, f"{path}: vLLM {theirs!r}, ours {ours!r}"
-
-
-def without_vllm_suffix(message: str) -> str:
-    """vLLM's error message without the ` (parameter=..., value=...)` its VLLMValidationError appends."""
-    return _SUFFIX.sub("", message)

@@ -34,6 +34,7 @@ from vllm_server.errors import (
 EXPECTED: dict[str, tuple[int | None, str, str | None]] = {
     "vllm_server.errors.RequestError": (400, "INVALID_ARGUMENT", "BadRequestError"),
     "vllm_server.errors.BadRequest": (400, "INVALID_ARGUMENT", "BadRequestError"),
+    "vllm_server.errors.BadParameter": (400, "INVALID_ARGUMENT", "BadRequestError"),
     # vLLM's FastAPI validation handler types a body that fails validation by the status's phrase.
     "vllm_server.errors.InvalidBody": (400, "INVALID_ARGUMENT", "Bad Request"),
     # vLLM's HTTPException handler types a body that is no JSON (or not of JSON's media type) the same way.

@@ -6,6 +6,8 @@ The server's own request errors (the `vllm_llm` errors stay in `vllm_llm`; the s
 RequestError(message, param)         a bad request the server itself detects
 ├── BadRequest                       malformed body, bad parameter              400  INVALID_ARGUMENT
 │   └── MalformedBody                no JSON, or not of JSON's media type       400  INVALID_ARGUMENT
+│   └── BadParameter(param, value)   a bad parameter vLLM refuses with a VLLMValidationError: its message
+│                                    ends with vLLM's ` (parameter=..., value=...)`
 │   └── InvalidBody(issues)          a body that is not JSON or fails validation:
 │                                    type "Bad Request", as vLLM's FastAPI handler
 ├── Unauthenticated                  no or a wrong API key                      401  UNAUTHENTICATED
@@ -38,6 +40,7 @@ from vllm_llm import (
 
 __all__ = [
     "ERROR_TABLE",
+    "BadParameter",
     "BadRequest",
     "BodyIssue",
     "ErrorMapping",
@@ -69,6 +72,16 @@ class RequestError(Exception):
 
 class BadRequest(RequestError):
     """A malformed body or a bad parameter; `param` names it when there is one."""
+
+
+class BadParameter(BadRequest):
+    """A bad parameter worded as vLLM's VLLMValidationError words it: the message, then
+    ` (parameter=PARAM, value=VALUE)`, the value left out when it is None (vLLM's `__str__`)."""
+
+    def __init__(self, message: str, *, param: str, value: object = None) -> None:
+        extras = f"parameter={param}" if value is None else f"parameter={param}, value={value}"
+        super().__init__(f"{message} ({extras})", param=param)
+        self.value = value
 
 
 class MalformedBody(BadRequest):

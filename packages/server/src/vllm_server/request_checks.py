@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from vllm_llm import LlmError, PromptTooLong
-from vllm_server.errors import BadRequest
+from vllm_server.errors import BadParameter
 
 __all__ = ["check_finish", "check_max_tokens", "vllm_wording"]
 
@@ -31,19 +31,21 @@ def vllm_wording() -> Iterator[None]:
             if exc.prompt_len > exc.max_model_len
             else "leaves no room for any output tokens"
         )
-        raise BadRequest(
+        raise BadParameter(
             f"This model's maximum context length is {exc.max_model_len} tokens. However, your prompt "
             f"contains {exc.prompt_len} input tokens, which {which}. Please reduce the length of the "
             "input prompt.",
             param="input_tokens",
+            value=exc.prompt_len,
         ) from exc
 
 
 def check_max_tokens(value: int | None, param: str, max_model_len: int) -> None:
     """vLLM's TokenizeParams check: no more output tokens than the whole context."""
     if value is not None and value > max_model_len:
-        raise BadRequest(
+        raise BadParameter(
             f"{param}={value} cannot be greater than max_model_len={max_model_len}. "
             "Please request fewer output tokens.",
             param=param,
+            value=value,
         )

@@ -8,7 +8,7 @@ import msgspec
 
 from vllm_llm import ChatMessage, ChatRequest, NamedToolChoice, TextPart, ToolChoice
 from vllm_llm.wire import LoraRequest
-from vllm_server.errors import BadRequest
+from vllm_server.errors import BadParameter, BadRequest
 from vllm_server.http.openai.sampling import SamplingFields
 from vllm_server.http.openai.tools import ChatTool, tool_dicts
 from vllm_server.request_checks import check_max_tokens
@@ -76,16 +76,18 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
     def validate(self) -> None:
         """vLLM's validators of this request (its model's, which decide what a body is)."""
         if self.logprob_token_ids and not self.logprobs and not self.use_beam_search:
-            raise BadRequest(
+            raise BadParameter(
                 "when using `logprob_token_ids`, `logprobs` must be set to true.", param="logprob_token_ids"
             )
         self.check_common()
         k = self.top_logprobs
         if k is not None:
             if k < -1:
-                raise BadRequest("`top_logprobs` must be a positive value or -1.", param="top_logprobs")
+                raise BadParameter(
+                    "`top_logprobs` must be a positive value or -1.", param="top_logprobs", value=k
+                )
             if (k == -1 or k > 0) and not self.logprobs:
-                raise BadRequest(
+                raise BadParameter(
                     "when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs"
                 )
         self._check_tools()
@@ -100,7 +102,7 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
 
     def _check_tools(self) -> None:
         if self.tools == []:
-            raise BadRequest(
+            raise BadParameter(
                 "`tools` must not be an empty array. Either provide at least one tool or omit the field "
                 "entirely.",
                 param="tools",
@@ -113,10 +115,10 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
         if choice is None or choice == "none":
             return
         if not self.tools:
-            raise BadRequest("When using `tool_choice`, `tools` must be set.", param="tool_choice")
+            raise BadParameter("When using `tool_choice`, `tools` must be set.", param="tool_choice")
         if isinstance(choice, str):
             if choice not in ("auto", "required"):
-                raise BadRequest(
+                raise BadParameter(
                     f'Invalid value for `tool_choice`: {choice}! Only named tools, "none", "auto" or '
                     '"required" are supported.',
                     param="tool_choice",
@@ -125,23 +127,23 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
         usage = 'Correct usage: `{"type": "function", "function": {"name": "my_function"}}`'
         function = choice.get("function")
         if not isinstance(function, dict):
-            raise BadRequest(
+            raise BadParameter(
                 f"Invalid value for `function`: `{function}` in `tool_choice`! {usage}",
                 param="tool_choice.function",
             )
         if "name" not in function:
-            raise BadRequest(
+            raise BadParameter(
                 f"Expected field `name` in `function` in `tool_choice`! {usage}",
                 param="tool_choice.function.name",
             )
         name = function["name"]
         if not isinstance(name, str) or not name:
-            raise BadRequest(
+            raise BadParameter(
                 f"Invalid `name` in `function`: `{name}` in `tool_choice`! {usage}",
                 param="tool_choice.function.name",
             )
         if not any(tool.function.name == name for tool in self.tools):
-            raise BadRequest(
+            raise BadParameter(
                 "The tool specified in `tool_choice` does not match any of the specified `tools`",
                 param="tool_choice",
             )
@@ -232,14 +234,14 @@ def check_mm_kwargs(
 ) -> None:
     """vLLM's validate_request_mm_kwargs for a server without --trust-request-mm-kwargs."""
     if mm_processor_kwargs:
-        raise BadRequest(
+        raise BadParameter(
             "Per-request mm_processor_kwargs are disabled by default because they can change multimodal "
             "preprocessing resource usage. Start the server with --trust-request-mm-kwargs only when "
             "clients are trusted.",
             param="mm_processor_kwargs",
         )
     if media_io_kwargs:
-        raise BadRequest(
+        raise BadParameter(
             "Per-request media_io_kwargs are disabled by default because they can change multimodal media "
             "loading resource usage. Start the server with --trust-request-mm-kwargs only when clients are "
             "trusted.",

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import msgspec
 from fastapi import Request, Response
 
-from vllm_server.errors import BadRequest, InvalidBody, MalformedBody
+from vllm_server.errors import BadParameter, BadRequest, InvalidBody, MalformedBody
 from vllm_server.http.openai.lax import coerce
 from vllm_server.http.openai.validation import json_issue, validation_issue
 
@@ -101,4 +101,4 @@ def _check_raw_numbers(raw: dict[str, Any], names: tuple[str, ...]) -> None:
     for name in names:
         value = raw.get(name)
         if value is not None and not isinstance(value, int | float):
-            raise BadRequest(f"`{name}` must be an integer.", param=name)
+            raise BadParameter(f"`{name}` must be an integer.", param=name, value=value)

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from vllm_llm import TextRequest
 from vllm_llm.wire import LoraRequest
-from vllm_server.errors import BadRequest
+from vllm_server.errors import BadParameter, BadRequest
 from vllm_server.http.openai.sampling import SamplingFields
 from vllm_server.request_checks import check_max_tokens
 
@@ -50,22 +50,26 @@ class CompletionRequest(SamplingFields, kw_only=True):
     def validate(self) -> None:
         """vLLM's validators of this request (its model's, which decide what a body is)."""
         if self.prompt in (None, "") and self.prompt_embeds in (None, []):
-            raise BadRequest("Either prompt or prompt_embeds must be provided and non-empty.", param="prompt")
+            raise BadParameter(
+                "Either prompt or prompt_embeds must be provided and non-empty.", param="prompt"
+            )
         ids = self.logprob_token_ids
         if ids and not self.use_beam_search:
             if self.echo and self.max_tokens == 0:
-                raise BadRequest(
+                raise BadParameter(
                     "`logprob_token_ids` is not supported when `echo=True` and `max_tokens=0` because no "
                     "output tokens are generated.",
                     param="logprob_token_ids",
                 )
             if self.logprobs is None:
-                raise BadRequest(
+                raise BadParameter(
                     "when using `logprob_token_ids`, `logprobs` must be set.", param="logprob_token_ids"
                 )
         self.check_common()
         if self.logprobs is not None and self.logprobs < -1:
-            raise BadRequest("`logprobs` must be a positive value or -1.", param="logprobs")
+            raise BadParameter(
+                "`logprobs` must be a positive value or -1.", param="logprobs", value=self.logprobs
+            )
 
     def check_prompt_embeds(self, enabled: bool | None) -> None:
         """Prompt embeddings (alone or beside a prompt) are refused: with vLLM's messages where vLLM
@@ -93,14 +97,16 @@ class CompletionRequest(SamplingFields, kw_only=True):
         """The prompts: one text, texts, one token list, or token lists."""
         prompt = self.prompt
         if prompt is None or prompt == "" or prompt == []:
-            raise BadRequest("Either prompt or prompt_embeds must be provided and non-empty.", param="prompt")
+            raise BadParameter(
+                "Either prompt or prompt_embeds must be provided and non-empty.", param="prompt"
+            )
         if isinstance(prompt, str):
             return [prompt]
         if all(_is_token(t) for t in prompt):
             return [list(prompt)]
         if all(isinstance(p, str) for p in prompt) or all(_is_tokens(p) for p in prompt):
             if len(prompt) > MAX_PROMPTS:
-                raise BadRequest(
+                raise BadParameter(
                     f"prompt list length {len(prompt)} exceeds the maximum allowed count of {MAX_PROMPTS}.",
                     param="prompt",
                 )

@@ -19,7 +19,7 @@ import msgspec
 
 from vllm_llm import TextSamplingParams
 from vllm_llm.wire import RepetitionDetection, StructuredOutputs
-from vllm_server.errors import BadRequest
+from vllm_server.errors import BadParameter, BadRequest
 
 __all__ = [
     "JsonSchemaFormat",
@@ -175,9 +175,11 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     def check_common(self) -> None:
         """vLLM's request-level validators shared by both APIs."""
         if self.stream_options is not None and not self.stream:
-            raise BadRequest("Stream options can only be defined when `stream=True`.", param="stream_options")
+            raise BadParameter(
+                "Stream options can only be defined when `stream=True`.", param="stream_options"
+            )
         if self.logprob_token_ids and self.use_beam_search:
-            raise BadRequest(
+            raise BadParameter(
                 "`logprob_token_ids` is not supported with beam search.", param="logprob_token_ids"
             )
         if self.use_beam_search:
@@ -185,27 +187,30 @@ class SamplingFields(msgspec.Struct, kw_only=True):
         k = self.prompt_logprobs
         if k is not None:
             if self.stream and (k > 0 or k == -1):
-                raise BadRequest(
+                raise BadParameter(
                     "`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs"
                 )
             if k < -1:
-                raise BadRequest("`prompt_logprobs` must be a positive value or -1.", param="prompt_logprobs")
+                raise BadParameter(
+                    "`prompt_logprobs` must be a positive value or -1.", param="prompt_logprobs", value=k
+                )
         _check_cache_salt(self.cache_salt)
         budget = self.thinking_token_budget
         if budget is not None and budget < -1:
-            raise BadRequest(
+            raise BadParameter(
                 "`thinking_token_budget` must be a non-negative integer or -1 for unlimited.",
                 param="thinking_token_budget",
+                value=budget,
             )
         rf = self.response_format
         if rf is not None and rf.type == "json_schema" and rf.json_schema is None:
-            raise BadRequest(
+            raise BadParameter(
                 "When response_format type is 'json_schema', the 'json_schema' field must be provided.",
                 param="response_format",
             )
         so = self.structured_outputs
         if so is not None and sum(x is not None for x in (so.json, so.regex, so.choice)) > 1:
-            raise BadRequest(
+            raise BadParameter(
                 "You can only use one kind of constraints for structured outputs ('json', 'regex' or "
                 "'choice').",
                 param="structured_outputs",
@@ -286,9 +291,10 @@ def logit_bias_ids(bias: dict[str, float] | None) -> dict[int, float] | None:
         except ValueError:
             bad.append(token)
     if bad:
-        raise BadRequest(
+        raise BadParameter(
             f"logit_bias contains key(s) that cannot be converted to integer token IDs: {bad!r}",
             param="logit_bias",
+            value=bad,
         )
     return ids
 
@@ -297,9 +303,11 @@ def _check_cache_salt(salt: str | None) -> None:
     if salt is None:
         return
     if not salt:
-        raise BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.", param="cache_salt")
+        raise BadParameter(
+            "Parameter 'cache_salt' must be a non-empty string if provided.", param="cache_salt"
+        )
     if len(salt) > _MAX_CACHE_SALT or any(c in _CACHE_SALT_FORBIDDEN for c in salt):
-        raise BadRequest(
+        raise BadParameter(
             "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', "
             "or NUL.",
             param="cache_salt",
