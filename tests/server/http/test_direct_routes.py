@@ -109,6 +109,7 @@ def test_the_servers_inference_routes_are_direct(tiny_model_dir: Path) -> None:
     app = build_app(server_state(tiny_mock(tiny_model_dir)))
     assert set(direct_routes(app.routes)) == {
         ("POST", "/v1/chat/completions"),
+        ("POST", "/v1/chat/completions/batch"),
         ("POST", "/v1/completions"),
         ("POST", "/v1/messages"),
         ("POST", "/v1/messages/count_tokens"),

@@ -19,7 +19,7 @@ from msgspec import inspect
 
 from vllm_server.errors import BodyIssue
 
-__all__ = ["json_issue", "validation_issue"]
+__all__ = ["json_issue", "shown_input", "validation_issue"]
 
 _MESSAGE = re.compile(r"(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?", re.DOTALL)
 _SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[\.\.\.\]")
@@ -202,3 +202,8 @@ def _shown(value: object) -> str:
         return f"<{type(value).__name__} of {len(value)} items>"
     text = str(value)
     return text if len(text) <= _MAX_INPUT else text[:_MAX_INPUT] + "...[truncated]"
+
+
+def shown_input(value: object) -> str:
+    """vLLM's stand-in for a value in a validation error (`input`): short text, containers counted."""
+    return _shown(value)

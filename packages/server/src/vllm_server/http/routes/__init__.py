@@ -16,6 +16,7 @@ from vllm_server.http.routes import (
     health,
     info,
     openai_chat,
+    openai_chat_batch,
     openai_completions,
     openai_responses,
     sagemaker,
@@ -42,6 +43,12 @@ def route_table(state: ServerState) -> list[Route]:
         # `counted`: the inference routes `/load` counts (vLLM's load_aware_call routes).
         Route("POST", "/v1/completions", openai_completions.create_completion(state), counted=True),
         Route("POST", "/v1/chat/completions", openai_chat.create_chat_completion(state), counted=True),
+        Route(
+            "POST",
+            "/v1/chat/completions/batch",
+            openai_chat_batch.create_batch_chat_completion(state),
+            counted=True,
+        ),
         Route("POST", "/v1/messages", anthropic_messages.create_message(state), counted=True),
         Route("POST", "/v1/messages/count_tokens", anthropic_messages.count_tokens(state), counted=True),
         Route("POST", "/v1/responses", openai_responses.create_response(state), counted=True),
