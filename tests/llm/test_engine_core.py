@@ -336,7 +336,10 @@ async def test_prompt_logprobs_and_cached_tokens(engine_llm: EngineCoreLlm) -> N
     assert info.prompt_logprobs is not None
     assert len(info.prompt_logprobs) == len(prompt) - 1
     assert [r.token_ids[0] for r in info.prompt_logprobs] == prompt[1:]
+    written = info.num_cache_creation_tokens
     again = await collect(await engine_llm.generate(_greedy("plp-2", prompt, max_tokens=2)))
     info = again.outputs[0].prompt_info
     assert info is not None
     assert info.num_cached_tokens > 0
+    # what the first wrote to the prefix cache is what the second finds there (vLLM's PrefillStats)
+    assert written == info.num_cached_tokens and info.num_cache_creation_tokens == 0

@@ -81,11 +81,9 @@ REFUSALS = [
     (["--grpc"], "--grpc True is not supported by this frontend: this frontend serves HTTP and"),
     (["--tool-parser-plugin", "/p.py"], "--tool-parser-plugin '/p.py' is not supported by this frontend"),
     (["--tool-server", "demo"], "--tool-server 'demo' is not supported by this frontend: the Responses"),
-    (["--enable-prompt-tokens-details"], "--enable-prompt-tokens-details True is not supported"),
     (["--enable-per-request-metrics"], "--enable-per-request-metrics True is not supported"),
     (["--no-cohere-is-reasoning-model"], "the Cohere API (/v2/chat, /v2/embed) is not served"),
     (["--cohere-format", "cmd3"], "--cohere-format 'cmd3' is not supported"),
-    (["--anthropic-disabled-thinking-effort", "low"], "--anthropic-disabled-thinking-effort 'low' is not"),
     (["--tokens-only"], "vLLM's token-in/token-out scale-out endpoints"),
     (["--enable-scale-out"], "vLLM's token-in/token-out scale-out endpoints"),
     (["--data-parallel-supervisor-port", "9300"], "vLLM's data-parallel supervisor"),
@@ -162,6 +160,26 @@ def test_the_chat_template_flags_parse_as_vllms_and_reach_the_server_config() ->
     for bad in ("[1]", "{not json"):  # a JSON object, as vLLM's json.loads would need for its merge
         with pytest.raises(SystemExit):
             parse_serve_args([*MOCK, "--default-chat-template-kwargs", bad])
+
+
+@pytest.mark.parametrize("source", ["mock", "router"])
+def test_the_usage_and_anthropic_flags_reach_the_server_config(source: str) -> None:
+    from vllm_server.cli import parse_serve_args, serve_config
+
+    given = list(MOCK) if source == "mock" else ["--remote", "127.0.0.1:1"]
+    plain = serve_config(given).server
+    assert plain.enable_prompt_tokens_details is False and plain.anthropic_disabled_thinking_effort == "auto"
+    server = serve_config(
+        [*given, "--enable-prompt-tokens-details", "--anthropic-disabled-thinking-effort", "max"]
+    )
+    assert server.server.enable_prompt_tokens_details is True
+    assert server.server.anthropic_disabled_thinking_effort == "max"
+    assert (
+        serve_config([*given, "--no-enable-prompt-tokens-details"]).server.enable_prompt_tokens_details
+        is False
+    )
+    with pytest.raises(SystemExit):  # vLLM's choices
+        parse_serve_args([*given, "--anthropic-disabled-thinking-effort", "minimal"])
 
 
 @asynccontextmanager

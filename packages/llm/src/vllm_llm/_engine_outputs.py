@@ -85,6 +85,7 @@ class RequestState:
         "clock",
         "external_id",
         "lora_name",
+        "num_cache_creation_tokens",
         "num_cached_tokens",
         "pacer",
         "prompt_len",
@@ -107,6 +108,7 @@ class RequestState:
         self.started = False
         self.prompt_logprobs: list[LogprobRow] | None = None
         self.num_cached_tokens = 0
+        self.num_cache_creation_tokens = 0
         #: The engine-core timestamps, only while the engine logs stats.
         self.clock: RequestClock | None = RequestClock() if log_stats else None
         self.lora_name = lora_name
@@ -116,6 +118,7 @@ class RequestState:
         logprobs, or while the stream interval holds it. (The caller updates `clock` first.)"""
         if o.prefill_stats is not None:
             self.num_cached_tokens = o.prefill_stats.num_cached_tokens
+            self.num_cache_creation_tokens = o.prefill_stats.num_cache_creation_tokens
         plp = o.new_prompt_logprobs_tensors
         if plp is not None:
             rows = logprob_rows(plp.logprob_token_ids, plp.logprobs, plp.selected_token_ranks)
@@ -142,6 +145,7 @@ class RequestState:
             out.prompt_info = PromptInfo(
                 num_prompt_tokens=self.prompt_len,
                 num_cached_tokens=self.num_cached_tokens,
+                num_cache_creation_tokens=self.num_cache_creation_tokens,
                 prompt_logprobs=self.prompt_logprobs,
             )
         return self.pacer.pace(out)

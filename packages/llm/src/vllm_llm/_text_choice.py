@@ -39,6 +39,7 @@ class ChoiceStep(NamedTuple):
     stop_string_matched: bool
     prompt_logprobs: list[TokenLogprobs | None] | None
     num_cached_tokens: int | None
+    num_cache_creation_tokens: int | None
     first: bool
     token_steps: list[TokenStep] | None
 
@@ -107,6 +108,7 @@ class Choice:
             stop_string_matched=stop_string is not None,
             prompt_logprobs=prompt_logprobs,
             num_cached_tokens=info.num_cached_tokens if info is not None else None,
+            num_cache_creation_tokens=info.num_cache_creation_tokens if info is not None else None,
             first=first,
             token_steps=self.detokenizer.next_token_steps(self.finished),
         )

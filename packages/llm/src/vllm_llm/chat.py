@@ -317,9 +317,12 @@ class ChatStream:
         request: ChatRequest | None = None,
         parser: Callable[[], ChatParser | None] = lambda: None,
         probe: ChatParser | None = None,
+        multimodal_tokens: dict[str, int] | None = None,
     ) -> None:
         self.prompt = prompt
         self.role = role
+        self.multimodal_tokens = multimodal_tokens or {}
+        """The prompt's media placeholder tokens by modality (vLLM's multimodal_tokens of its usage)."""
         self._text = text
         self._request = request
         self._new_parser = parser
@@ -660,7 +663,15 @@ class ChatLlm:
                 ec_transfer_params=request.ec_transfer_params,
             )
         )
-        return ChatStream(rendered, self._role(request), text, request=request, parser=parser, probe=probe)
+        return ChatStream(
+            rendered,
+            self._role(request),
+            text,
+            request=request,
+            parser=parser,
+            probe=probe,
+            multimodal_tokens=_multimodal_tokens(mm_features or ()),
+        )
 
     def _truncated(
         self, request: ChatRequest, rendered: RenderedChat, mm_features: list[MultiModalFeature] | None
@@ -695,6 +706,14 @@ class ChatLlm:
         if request.add_generation_prompt or not request.messages:
             return self._response_role
         return request.messages[-1].role
+
+
+def _multimodal_tokens(features: Sequence[MultiModalFeature]) -> dict[str, int]:
+    """Placeholder tokens by modality, as vLLM's _count_mm_tokens sums its mm_placeholders."""
+    counts: dict[str, int] = {}
+    for feature in features:
+        counts[feature.modality] = counts.get(feature.modality, 0) + feature.length
+    return counts
 
 
 def _joined(deltas: list[MessageDelta | None]) -> MessageDelta | None:

@@ -54,6 +54,8 @@ class TextUsage(msgspec.Struct, kw_only=True, frozen=True):
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0
+    cache_creation_tokens: int | None = None
+    """Prompt tokens the engine computed and wrote to its prefix cache (None: its engine does not say)."""
 
     @property
     def total_tokens(self) -> int:
@@ -127,6 +129,7 @@ class TextStream:
         self._open = len(choices)
         self._completion_tokens = 0
         self._cached_tokens: int | None = None
+        self._cache_creation_tokens: int | None = None
         self.usage: TextUsage | None = None
         """Set when the last choice finishes."""
 
@@ -152,6 +155,7 @@ class TextStream:
         self._completion_tokens += len(step.token_ids)
         if step.num_cached_tokens is not None and self._cached_tokens is None:
             self._cached_tokens = step.num_cached_tokens
+            self._cache_creation_tokens = step.num_cache_creation_tokens
         delta = TextDelta(
             index=index,
             text=step.text,
@@ -174,6 +178,7 @@ class TextStream:
                     prompt_tokens=len(self.prompt_token_ids),
                     completion_tokens=self._completion_tokens,
                     cached_tokens=self._cached_tokens or 0,
+                    cache_creation_tokens=self._cache_creation_tokens,
                 )
         return delta
 

@@ -495,6 +495,8 @@ def frontend_config(args: argparse.Namespace) -> FrontendConfig:
         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
         fingerprint_mode=args.fingerprint_mode,
         fingerprint_value=args.fingerprint_value,
+        enable_prompt_tokens_details=args.enable_prompt_tokens_details,
+        anthropic_disabled_thinking_effort=args.anthropic_disabled_thinking_effort,
     )
     if args.model is None:
         return FrontendConfig(server=server)

@@ -130,6 +130,12 @@ class ServerConfig:
     #: --fingerprint-value): full, hash, custom or none.
     fingerprint_mode: str = "full"
     fingerprint_value: str | None = None
+    #: Usage carries `prompt_tokens_details` (vLLM's --enable-prompt-tokens-details): the prompt's cached
+    #: and cache-creation tokens, and a chat's multimodal tokens; the Anthropic usage's cache fields.
+    enable_prompt_tokens_details: bool = False
+    #: The reasoning_effort of an Anthropic request with thinking disabled (vLLM's
+    #: --anthropic-disabled-thinking-effort): "auto" probes the chat template, as vLLM's.
+    anthropic_disabled_thinking_effort: str = "auto"
 
     def tls(self) -> TlsConfig | None:
         """The TLS settings, if a certificate is configured."""

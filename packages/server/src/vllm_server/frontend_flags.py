@@ -221,6 +221,15 @@ FLAGS: tuple[Flag, ...] = (
         help='a chat, Responses or Anthropic request with `tool_choice` "none" renders without its tools '
         "(the template gets none); /tokenize, which has no tool_choice, keeps them",
     ),
+    Flag(
+        names=("--anthropic-disabled-thinking-effort",),
+        group=_CHAT,
+        default="auto",
+        choices=("auto", "none", "low", "medium", "high", "xhigh", "max"),
+        help='the reasoning_effort an Anthropic request with thinking {"type": "disabled"} renders with '
+        '(/v1/messages and count_tokens); auto: "none", unless the chat template refuses it or renders it '
+        'as some thinking effort, then "low" (probed once, as vLLM\'s)',
+    ),
     # ---- request handling: logging and tokenizer info ------------------------------------------------
     Flag(
         names=("--enable-tokenizer-info-endpoint",),
@@ -272,6 +281,17 @@ FLAGS: tuple[Flag, ...] = (
         group=_RESPONSES,
         help="the system_fingerprint of --fingerprint-mode custom",
     ),
+    Flag(
+        names=("--enable-prompt-tokens-details",),
+        group=_RESPONSES,
+        default=False,
+        boolean=True,
+        help="usage carries prompt_tokens_details, as vLLM's: chat completions the prompt's cached_tokens, "
+        "created_cache_tokens (computed and written to the prefix cache) and multimodal_tokens (per "
+        "modality); completions and /inference/v1/generate its cached_tokens; an Anthropic message "
+        "cache_read_input_tokens and cache_creation_input_tokens, taken out of input_tokens (a router: "
+        "its worker's counts)",
+    ),
     # ---- refused: what vLLM runs and this frontend does not --------------------------------------------
     Flag(
         names=("--headless",),
@@ -315,16 +335,6 @@ FLAGS: tuple[Flag, ...] = (
         refused="the Responses API's built-in tools (tool servers, MCP) are not served",
     ),
     Flag(
-        names=("--enable-prompt-tokens-details",),
-        group=_REFUSED,
-        default=False,
-        boolean=True,
-        help="vLLM: usage.prompt_tokens_details in chat and completion responses",
-        refused="vLLM's chat usage then reports the prompt's cache-creation and multimodal tokens, which "
-        "this frontend's wire does not carry yet (issue 52); without the flag no prompt_tokens_details "
-        "is reported, as under vLLM",
-    ),
-    Flag(
         names=("--enable-per-request-metrics",),
         group=_REFUSED,
         default=False,
@@ -347,15 +357,6 @@ FLAGS: tuple[Flag, ...] = (
         default="cmd4",
         help="vLLM: the Cohere API's prompt format",
         refused=_COHERE,
-    ),
-    Flag(
-        names=("--anthropic-disabled-thinking-effort",),
-        group=_REFUSED,
-        default="auto",
-        choices=("auto", "none", "low", "medium", "high", "xhigh", "max"),
-        help="vLLM: the reasoning effort of an Anthropic request with thinking disabled",
-        refused="the Anthropic route renders a request with thinking disabled as vLLM's default (auto) "
-        "does; other choices are not implemented",
     ),
     Flag(
         names=("--tokens-only",),

@@ -7,7 +7,7 @@ import json
 import uuid
 from typing import Any
 
-from vllm_llm import ChatChoice, ChatStream
+from vllm_llm import ChatChoice, ChatStream, TextUsage
 from vllm_server.errors import BadRequest
 from vllm_server.http.openai.choices import collect_choices
 from vllm_server.metrics import RequestMetrics
@@ -16,10 +16,23 @@ from vllm_server.request_log import OutputLog
 __all__ = ["message_response", "stop_reason", "usage_json"]
 
 
-def usage_json(prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
-    """Anthropic usage as vLLM reports it without --enable-prompt-tokens-details (this server has no such
-    flag): all prompt tokens are `input_tokens`, cache fields left out."""
-    return {"input_tokens": prompt_tokens, "output_tokens": output_tokens}
+def usage_json(
+    prompt_tokens: int, output_tokens: int, usage: TextUsage | None = None, *, details: bool = False
+) -> dict[str, Any]:
+    """Anthropic usage as vLLM's _build_anthropic_usage makes it: without `details` (its
+    --enable-prompt-tokens-details) all prompt tokens are `input_tokens`; with it the cached and
+    cache-creation tokens of `usage` are reported apart (a count the engine does not know left out) and
+    taken out of `input_tokens`."""
+    out: dict[str, Any] = {"input_tokens": prompt_tokens, "output_tokens": output_tokens}
+    if not details:
+        return out
+    cached = usage.cached_tokens if usage is not None else 0
+    created = usage.cache_creation_tokens if usage is not None else None
+    out["cache_read_input_tokens"] = cached
+    if created is not None:
+        out["cache_creation_input_tokens"] = created
+    out["input_tokens"] = max(0, prompt_tokens - cached - (created or 0))
+    return out
 
 
 def stop_reason(
@@ -49,6 +62,7 @@ async def message_response(
     model: str,
     metrics: RequestMetrics,
     output_log: OutputLog | None = None,
+    prompt_tokens_details: bool = False,
 ) -> dict[str, Any]:
     """Read the stream to its end, parse it whole and build the message (fields that are None left out,
     as vLLM dumps it)."""
@@ -77,7 +91,7 @@ async def message_response(
     if sequence is not None:
         body["stop_sequence"] = sequence
     prompt_tokens = len(stream.prompt.prompt_token_ids)
-    body["usage"] = usage_json(prompt_tokens, got.completion_tokens)
+    body["usage"] = usage_json(prompt_tokens, got.completion_tokens, got.usage, details=prompt_tokens_details)
     if got.kv_transfer_params is not None:
         body["kv_transfer_params"] = got.kv_transfer_params
     return body

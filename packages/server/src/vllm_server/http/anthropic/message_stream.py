@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from vllm_llm import ChatDelta, ChatStream
+from vllm_llm import ChatDelta, ChatStream, TextUsage
 from vllm_server.errors import map_error
 from vllm_server.http.anthropic.message_output import stop_reason, usage_json
 from vllm_server.http.openai import encode
@@ -88,8 +88,12 @@ class MessageStream:
         model: str,
         metrics: RequestMetrics,
         output_log: OutputLog | None = None,
+        prompt_tokens_details: bool = False,
     ) -> None:
         self.stream = stream
+        #: --enable-prompt-tokens-details: message_delta's usage reports the cache (message_start's does
+        #: not: vLLM builds it from a chunk before any usage details).
+        self.prompt_tokens_details = prompt_tokens_details
         self.output_log = output_log
         self.message_id = message_id
         self.model = model
@@ -109,6 +113,7 @@ class MessageStream:
         started = False
         log = self.output_log
         text = ""
+        usage: TextUsage | None = None
         try:
             async for d in self.stream:
                 check_finish(d.finish_reason)
@@ -118,6 +123,7 @@ class MessageStream:
                     yield self._message_start()
                 produced += len(d.token_ids)
                 text += d.text
+                usage = d.usage or usage
                 if log is not None:
                     log.chat_delta(self.message_id, d)
                 if d.finish_reason is not None:
@@ -136,7 +142,9 @@ class MessageStream:
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": reason, "stop_sequence": sequence},
-                    "usage": usage_json(self.prompt_tokens, produced),
+                    "usage": usage_json(
+                        self.prompt_tokens, produced, usage, details=self.prompt_tokens_details
+                    ),
                 }
             )
             yield sse_event({"type": "message_stop"})

@@ -2,7 +2,8 @@
 
 - Whether inline system messages must be merged into the leading one: a [system, user, system, user]
   conversation that the template refuses (e.g. Qwen's `loop.first` guard) says so.
-- Which `reasoning_effort` stands for `thinking: {"type": "disabled"}`: "none", unless the template refuses it
+- Which `reasoning_effort` stands for `thinking: {"type": "disabled"}`: the server's
+  --anthropic-disabled-thinking-effort, or under its default "auto": "none", unless the template refuses it
   or renders it as it renders some thinking effort, then "low".
 """
 
@@ -23,11 +24,16 @@ __all__ = ["TemplateFacts"]
 class TemplateFacts:
     """The template facts of one chat layer, each worked out on first use and kept."""
 
-    def __init__(self, chat: ChatLlm, override: str | None) -> None:
+    def __init__(
+        self, chat: ChatLlm, override: str | None, *, disabled_thinking_effort: str = "auto"
+    ) -> None:
         self._chat = chat
         self._override = override
         self._merge: bool | None = None
-        self._disabled_effort: str | None = None
+        #: A configured effort is taken as it is, as vLLM's; "auto" is probed on first use.
+        self._disabled_effort: str | None = (
+            None if disabled_thinking_effort == "auto" else disabled_thinking_effort
+        )
 
     @property
     def merge_inline_system(self) -> bool:

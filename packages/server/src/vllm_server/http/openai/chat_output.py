@@ -10,14 +10,14 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from vllm_llm import ChatChoice, ChatDelta, ChatStream, ToolCallDelta
+from vllm_llm import ChatChoice, ChatDelta, ChatStream, TextUsage, ToolCallDelta
 from vllm_server.http.openai.chat_request import ChatCompletionRequest
 from vllm_server.http.openai.choices import collect_choices
 from vllm_server.http.openai.codec import encode
 from vllm_server.http.openai.logprobs import chat_logprobs, prompt_logprobs_json
 from vllm_server.http.openai.options import DEFAULT_OPTIONS, ServingOptions
 from vllm_server.http.openai.sse import DONE, close_shielded, error_event, event
-from vllm_server.http.openai.usage import usage_json
+from vllm_server.http.openai.usage import PromptTokensDetails, usage_json
 from vllm_server.metrics import RequestMetrics
 from vllm_server.request_checks import check_finish
 
@@ -63,7 +63,7 @@ class ChatOutput:
         texts = [""] * self.n
         log = self.options.output_log
         counts = self.stream.counts_reasoning_tokens
-        cached = 0
+        usage_of_text: TextUsage | None = None
         prefix = self._chunk_prefix()
         started = False
         reason: str | None = None
@@ -78,7 +78,7 @@ class ChatOutput:
                         for frame in self._opening_frames(continuous):
                             yield frame
                     if d.usage is not None:
-                        cached = d.usage.cached_tokens
+                        usage_of_text = d.usage
                     last = d.finish_reason or last
                     choice = self._chunk_choice(d, produced[d.index])
                     produced[d.index] += len(d.token_ids)
@@ -104,7 +104,10 @@ class ChatOutput:
                     yield frame + b"}\n\n"
                 if include_usage:
                     usage = usage_json(
-                        self.prompt_tokens, sum(produced), cached, sum(reasoning) if counts else None
+                        self.prompt_tokens,
+                        sum(produced),
+                        sum(reasoning) if counts else None,
+                        details=self._details(usage_of_text, streamed=True),
                     )
                     chunk = encode(self._envelope("chat.completion.chunk", [], usage))
                     yield event(chunk[:-1] + self._fingerprint_field() + b"}")
@@ -117,6 +120,12 @@ class ChatOutput:
         finally:
             await close_shielded(self.stream)
             self.metrics.finish(reason)
+
+    def _details(self, usage: TextUsage | None, *, streamed: bool) -> dict[str, Any] | None:
+        """`prompt_tokens_details` under --enable-prompt-tokens-details."""
+        if not self.options.prompt_tokens_details:
+            return None
+        return PromptTokensDetails.of_chat(usage, self.stream.multimodal_tokens).json(streamed=streamed)
 
     def _fingerprint_field(self) -> bytes:
         """`,"system_fingerprint":...` for a chunk's JSON, or nothing (vLLM leaves a null one out)."""
@@ -192,7 +201,12 @@ class ChatOutput:
         out = self._envelope(
             "chat.completion",
             shown,
-            usage_json(self.prompt_tokens, got.completion_tokens, got.cached_tokens, reasoning),
+            usage_json(
+                self.prompt_tokens,
+                got.completion_tokens,
+                reasoning,
+                details=self._details(got.usage, streamed=False),
+            ),
         )
         out["service_tier"] = None
         out["system_fingerprint"] = self.fingerprint

@@ -87,13 +87,19 @@ class ChoiceLog:
 class Collected:
     """Everything one prompt's stream delivered, assembled per choice."""
 
-    __slots__ = ("cached_tokens", "kv_transfer_params", "logs", "prompt_logprobs")
+    __slots__ = ("kv_transfer_params", "logs", "prompt_logprobs", "usage")
 
     def __init__(self, n: int) -> None:
         self.logs = [ChoiceLog() for _ in range(n)]
         self.prompt_logprobs: list[TokenLogprobs | None] | None = None
         self.kv_transfer_params: dict[str, Any] | None = None
-        self.cached_tokens = 0
+        #: The stream's usage (on its last delta); None when it ended without one.
+        self.usage: TextUsage | None = None
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens served from the prefix cache."""
+        return self.usage.cached_tokens if self.usage is not None else 0
 
     @property
     def completion_tokens(self) -> int:
@@ -119,7 +125,7 @@ async def collect_choices(
             if d.kv_transfer_params is not None:
                 out.kv_transfer_params = d.kv_transfer_params
             if d.usage is not None:
-                out.cached_tokens = d.usage.cached_tokens
+                out.usage = d.usage
         reason = last
     finally:
         await close_shielded(stream)

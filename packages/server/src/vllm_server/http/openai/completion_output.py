@@ -18,7 +18,7 @@ from vllm_server.http.openai.logprobs import completion_logprobs, prompt_logprob
 from vllm_server.http.openai.merge import MergedStreams
 from vllm_server.http.openai.options import DEFAULT_OPTIONS, ServingOptions
 from vllm_server.http.openai.sse import DONE, close_shielded, error_event, event
-from vllm_server.http.openai.usage import usage_json, usage_of
+from vllm_server.http.openai.usage import PromptTokensDetails, usage_json, usage_of
 from vllm_server.metrics import RequestMetrics
 from vllm_server.request_checks import check_finish, vllm_wording
 
@@ -79,7 +79,7 @@ class CompletionOutput:
         include_usage, continuous = self.body.usage_options(self.options.force_include_usage)
         prompt_lens = [len(s.prompt_token_ids) for s in self.streams]
         produced = [0] * self.num_choices
-        cached = [0] * len(self.streams)
+        cached: int | None = None  # vLLM's: the first output's, whichever prompt it is of
         offsets = [0] * self.num_choices
         echoed = [False] * self.num_choices
         prefix = self._chunk_prefix()
@@ -92,8 +92,8 @@ class CompletionOutput:
                     self.metrics.tokens(len(d.token_ids))
                     i = p * self.n + d.index
                     last = d.finish_reason or last
-                    if d.usage is not None:
-                        cached[p] = d.usage.cached_tokens
+                    if cached is None and d.num_cached_tokens is not None:
+                        cached = d.num_cached_tokens
                     choice = self._chunk_choice(i, p, d, produced[i], offsets, echoed)
                     produced[i] += len(d.token_ids)
                     if choice is None:
@@ -105,7 +105,10 @@ class CompletionOutput:
                         frame += self._fingerprint_field()
                     yield frame + b"}\n\n"
                 if include_usage:
-                    usage = usage_json(sum(prompt_lens), sum(produced), sum(cached))
+                    details = None
+                    if self.options.prompt_tokens_details and cached is not None:
+                        details = PromptTokensDetails(cached).json(streamed=True)
+                    usage = usage_json(sum(prompt_lens), sum(produced), details=details)
                     chunk = encode(self._envelope([], usage=usage))
                     yield event(chunk[:-1] + self._fingerprint_field() + b"}")
                 reason = last
@@ -189,7 +192,10 @@ class CompletionOutput:
             for p in range(len(self.streams))
             for j in range(self.n)
         ]
-        usage = usage_of([u or self._fallback_usage(p, logs) for p, u in enumerate(usages)])
+        usage = usage_of(
+            [u or self._fallback_usage(p, logs) for p, u in enumerate(usages)],
+            details=self.options.prompt_tokens_details,
+        )
         return {
             **self._envelope(choices, usage=usage),
             "service_tier": None,

@@ -17,7 +17,7 @@ from vllm_server.http.openai.generate_request import GenerateBody
 from vllm_server.http.openai.logprobs import chat_logprobs, prompt_logprobs_json, token_id_logprobs
 from vllm_server.http.openai.raw_stream import RawTokenStream
 from vllm_server.http.openai.sse import DONE, close_shielded, error_event, event
-from vllm_server.http.openai.usage import usage_json
+from vllm_server.http.openai.usage import PromptTokensDetails, usage_json
 from vllm_server.metrics import RequestMetrics
 from vllm_server.request_checks import check_finish
 from vllm_server.request_log import OutputLog
@@ -37,8 +37,11 @@ class TokensOutput:
         model: str,
         metrics: RequestMetrics,
         output_log: OutputLog | None = None,
+        prompt_tokens_details: bool = False,
     ) -> None:
         self.body = body
+        #: --enable-prompt-tokens-details: usage carries the prompt's cached tokens.
+        self.prompt_tokens_details = prompt_tokens_details
         self.output_log = output_log
         self.stream = stream
         self.request_id = request_id
@@ -52,7 +55,7 @@ class TokensOutput:
         """The SSE frames."""
         include_usage, continuous = _usage_options(self.body)
         produced = [0] * self.n
-        cached = 0
+        cached: int | None = None
         head = encode({"request_id": self.request_id, "output_mode": self.body.output_mode})
         prefix = b"data: " + head[:-1] + b',"choices":['
         first = True
@@ -65,8 +68,8 @@ class TokensOutput:
                     self.metrics.tokens(len(d.token_ids))
                     produced[d.index] += len(d.token_ids)
                     last = d.finish_reason or last
-                    if d.usage is not None:
-                        cached = d.usage.cached_tokens
+                    if cached is None and d.num_cached_tokens is not None:
+                        cached = d.num_cached_tokens
                     if not (d.token_ids or d.finish_reason is not None or (self.text_mode and d.text)):
                         continue
                     choice = self._choice(
@@ -80,7 +83,9 @@ class TokensOutput:
                     first = False
                     yield frame + b"}\n\n"
                 if include_usage:
-                    usage = usage_json(self.prompt_tokens, sum(produced), cached)
+                    usage = usage_json(
+                        self.prompt_tokens, sum(produced), details=self._details(cached, streamed=True)
+                    )
                     final = {
                         "request_id": self.request_id,
                         "usage": usage,
@@ -113,13 +118,24 @@ class TokensOutput:
             "request_id": self.request_id,
             "model": self.model,
             "created": int(time.time()),
-            "usage": usage_json(self.prompt_tokens, got.completion_tokens, got.cached_tokens),
+            "usage": usage_json(
+                self.prompt_tokens,
+                got.completion_tokens,
+                details=self._details(got.cached_tokens if got.usage is not None else None, streamed=False),
+            ),
             "prompt_logprobs": prompt_logprobs_json(got.prompt_logprobs),
             "prompt_token_ids": self.stream.prompt_token_ids if self.body.return_token_ids else None,
             "kv_transfer_params": got.kv_transfer_params,
             "output_mode": self.body.output_mode,
             "choices": choices,
         }
+
+    def _details(self, cached: int | None, *, streamed: bool) -> dict[str, Any] | None:
+        """`prompt_tokens_details` under --enable-prompt-tokens-details (vLLM's ServingTokens: the cached
+        tokens alone)."""
+        if not self.prompt_tokens_details or cached is None:
+            return None
+        return PromptTokensDetails(cached).json(streamed=streamed)
 
     def _choice(
         self,

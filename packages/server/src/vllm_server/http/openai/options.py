@@ -3,7 +3,8 @@
 `--enable-force-include-usage`, `--return-tokens-as-token-ids`, `--trust-request-mm-kwargs`,
 `--trust-request-chat-template` and `--sse-keep-alive-interval` (`--response-role`,
 `--default-chat-template-kwargs` and `--exclude-tools-when-tool-choice-none` are the chat layer's), the
-output log (`--enable-log-outputs`), the system fingerprint (`--fingerprint-mode`); plus whether the
+output log (`--enable-log-outputs`), the system fingerprint (`--fingerprint-mode`), usage's
+`prompt_tokens_details` (`--enable-prompt-tokens-details`); plus whether the
 engine takes prompt embeddings, when the server knows (it owns the engine core).
 """
 
@@ -37,6 +38,8 @@ class ServingOptions(NamedTuple):
     #: --fingerprint-mode and --fingerprint-value (`fingerprint.system_fingerprint`).
     fingerprint_mode: str = "full"
     fingerprint_value: str | None = None
+    #: --enable-prompt-tokens-details: usage carries `prompt_tokens_details`.
+    prompt_tokens_details: bool = False
 
     @classmethod
     def of(cls, config: FrontendConfig) -> ServingOptions:
@@ -53,6 +56,7 @@ class ServingOptions(NamedTuple):
             output_log=output_log(server),
             fingerprint_mode=server.fingerprint_mode,
             fingerprint_value=server.fingerprint_value,
+            prompt_tokens_details=server.enable_prompt_tokens_details,
         )
 
 

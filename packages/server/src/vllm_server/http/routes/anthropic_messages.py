@@ -45,7 +45,10 @@ class _Facts:
 
     def of(self, chat: ChatLlm) -> TemplateFacts:
         if self._facts is None:
-            self._facts = TemplateFacts(chat, self._state.config.server.chat_template)
+            server = self._state.config.server
+            self._facts = TemplateFacts(
+                chat, server.chat_template, disabled_thinking_effort=server.anthropic_disabled_thinking_effort
+            )
         return self._facts
 
 
@@ -67,6 +70,7 @@ def create_message(state: ServerState) -> Handler:
     facts = _Facts(state)
     log = output_log(state.config.server)
     trusted = ServingOptions.of(state.config).trust_request_chat_template
+    details = state.config.server.enable_prompt_tokens_details
 
     async def create_message(raw: Request) -> Response:
         """Continue a conversation, streamed as Anthropic's SSE events or whole."""
@@ -89,13 +93,23 @@ def create_message(state: ServerState) -> Handler:
         metrics = state.metrics.start(len(stream.prompt.prompt_token_ids), n=1)
         if body.streaming:
             output = MessageStream(
-                stream, message_id=request_id, model=model.name, metrics=metrics, output_log=log
+                stream,
+                message_id=request_id,
+                model=model.name,
+                metrics=metrics,
+                output_log=log,
+                prompt_tokens_details=details,
             )
             return event_stream(output.frames())
         return await unless_disconnected(
             raw,
             message_response(
-                stream, message_id=request_id, model=model.name, metrics=metrics, output_log=log
+                stream,
+                message_id=request_id,
+                model=model.name,
+                metrics=metrics,
+                output_log=log,
+                prompt_tokens_details=details,
             ),
         )
 

@@ -49,6 +49,7 @@ def generate(state: ServerState) -> Handler:
             model=model.name,
             metrics=metrics,
             output_log=log,
+            prompt_tokens_details=state.config.server.enable_prompt_tokens_details,
         )
         if body.stream:
             return event_stream(output.frames())
