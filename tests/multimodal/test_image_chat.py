@@ -30,7 +30,7 @@ from openai import AsyncOpenAI, BadRequestError
 from PIL import Image
 
 from tests.multimodal.conftest import LIMIT
-from tests.support.servers import RunningServer
+from tests.support.servers import RunningServer, start_server
 from tests.support.stat_log import ServerLines, next_record, stat_lines, template
 from vllm_frontend_testing.processes import ServerProcess
 
@@ -306,3 +306,42 @@ async def test_tokenize_counts_the_expanded_placeholders_as_vllm(
         assert response.status_code == 200, response.text
         answers.append((response.json()["count"], response.json()["tokens"]))
     assert answers[1] == answers[0]
+
+
+async def test_prompt_tokens_details_count_the_image_placeholders(
+    llava_worker: RunningServer, llava_dir: Path
+) -> None:
+    """--enable-prompt-tokens-details on a router over the LLaVA worker: a chat's usage carries its image
+    tokens (vLLM's multimodal_tokens: the placeholder lengths summed by modality, here every expanded
+    image token of the prompt), whole and streamed; a text-only chat has none (null, left out streamed)."""
+    from vllm_remote_llm import RemoteLlm
+    from vllm_server.config import ServerConfig
+    from vllm_server.source import LlmSource
+
+    image_token = json.loads((llava_dir / "config.json").read_text())["image_token_index"]
+    remote = await RemoteLlm.connect(llava_worker.grpc_target)
+    config = ServerConfig(
+        port=0, grpc_port=None, limit_mm_per_prompt={"image": LIMIT}, enable_prompt_tokens_details=True
+    )
+    router = await start_server(config, LlmSource.provided(remote))
+    try:
+        async with httpx.AsyncClient(base_url=router.base_url, timeout=300) as http:
+            body = {"model": "llava", "max_tokens": 2, "temperature": 0, "return_token_ids": True}
+            two = {**body, "messages": image_message(data_url(png(31)), data_url(png(32)))}
+            whole = (await http.post("/v1/chat/completions", json=two)).json()
+            images = whole["prompt_token_ids"].count(image_token)
+            assert images > 0
+            assert whole["usage"]["prompt_tokens_details"]["multimodal_tokens"] == {"image": images}
+            streamed = {**two, "stream": True, "stream_options": {"include_usage": True}}
+            async with http.stream("POST", "/v1/chat/completions", json=streamed) as response:
+                lines = [line async for line in response.aiter_lines() if line.startswith("data: {")]
+            usage = json.loads(lines[-1].removeprefix("data: "))["usage"]
+            assert usage["prompt_tokens_details"]["multimodal_tokens"] == {"image": images}
+            text = {**body, "messages": [{"role": "user", "content": "No picture."}]}
+            details = (await http.post("/v1/chat/completions", json=text)).json()["usage"][
+                "prompt_tokens_details"
+            ]
+            assert details["multimodal_tokens"] is None
+    finally:
+        await router.stop()
+        await remote.shutdown()
