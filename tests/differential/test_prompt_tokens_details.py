@@ -192,6 +192,30 @@ async def test_a_router_reports_its_workers_counts(
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_a_response_reports_its_cache_writes_as_vllms(
+    stream: bool, details_worker: Frontend, details_vllm: ServerProcess, details_router: RunningServer
+) -> None:
+    """/v1/responses reports cached and written tokens whatever the flag (vLLM's input_tokens_details)."""
+
+    def usage(got: dict[str, Any]) -> Any:
+        if "events" in got:
+            (done,) = [e for e in got["events"] if e["type"] == "response.completed"]
+            got = done["response"]
+        return got["usage"]["input_tokens_details"]
+
+    body = {"model": "tiny", "max_output_tokens": 2, "temperature": 0, "input": _long("responses")}
+    body["stream"] = stream
+    theirs = [usage(got) for got in await _twice(details_vllm.base_url, "/v1/responses", body)]
+    ours = [usage(got) for got in await _twice(details_worker.base_url, "/v1/responses", body)]
+    assert ours == theirs
+    assert theirs[0]["cache_write_tokens"] == theirs[1]["cached_tokens"] > 0
+    body["input"] = _long("responses routed")
+    theirs = [usage(got) for got in await _twice(details_vllm.base_url, "/v1/responses", body)]
+    routed = [usage(got) for got in await _twice(details_router.base_url, "/v1/responses", body)]
+    assert routed == theirs
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 async def test_an_anthropic_message_reports_cache_reads_and_writes_as_vllms(
     stream: bool, details_worker: Frontend, details_vllm: ServerProcess, details_router: RunningServer
 ) -> None:

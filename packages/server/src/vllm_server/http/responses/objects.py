@@ -66,13 +66,17 @@ def function_call_item(id_: str, call: str, name: str, arguments: str, status: s
     }
 
 
-def usage_json(input_tokens: int, output_tokens: int, cached: int, reasoning: int) -> dict[str, Any]:
-    """vLLM's ResponseUsage of a single-turn response (no per-turn metrics, no tool output)."""
+def usage_json(
+    input_tokens: int, output_tokens: int, cached: int, reasoning: int, *, written: int = 0
+) -> dict[str, Any]:
+    """vLLM's ResponseUsage of a single-turn response (no per-turn metrics, no tool output); `written`:
+    the prompt tokens computed and written to the prefix cache (its cache_write_tokens, reported with or
+    without --enable-prompt-tokens-details)."""
     return {
         "input_tokens": input_tokens,
         "input_tokens_details": {
             "cached_tokens": cached,
-            "cache_write_tokens": 0,
+            "cache_write_tokens": written,
             "input_tokens_per_turn": [],
             "cached_tokens_per_turn": [],
         },

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from vllm_llm import ChatChoice, ChatStream
+from vllm_llm import ChatChoice, ChatStream, TextUsage
 from vllm_llm.wire import GenerationDefaults, LlmInfo
 from vllm_server.errors import error_body, map_error
 from vllm_server.http.openai.choices import collect_choices
@@ -85,7 +85,10 @@ class ResponsesOutput:
         if self.output_log is not None:
             self.output_log.log(self.request_id, log.text, log.token_ids, log.finish_reason)
         reasoning = choice.reasoning_tokens if self.stream.counts_reasoning_tokens else 0
-        usage = usage_json(self.prompt_tokens, got.completion_tokens, got.cached_tokens, reasoning)
+        written = _written(got.usage)
+        usage = usage_json(
+            self.prompt_tokens, got.completion_tokens, got.cached_tokens, reasoning, written=written
+        )
         out = self._response(self._items(choice), _status(log.finish_reason), usage)
         out["kv_transfer_params"] = got.kv_transfer_params
         return out
@@ -145,7 +148,7 @@ class ResponsesOutput:
     async def _events(self) -> AsyncIterator[Event]:
         processor = EventProcessor()
         produced = 0
-        cached = 0
+        cached = written = 0
         token_ids: list[int] = []
         text = ""
         last: str | None = None
@@ -157,7 +160,7 @@ class ResponsesOutput:
             text += d.text
             last = d.finish_reason or last
             if d.usage is not None:
-                cached = d.usage.cached_tokens
+                cached, written = d.usage.cached_tokens, _written(d.usage)
             for event in processor.feed(d):
                 yield event
         for event in processor.close():
@@ -167,7 +170,7 @@ class ResponsesOutput:
             self.output_log.log(self.request_id, text, token_ids, last, streaming=True)
         counts = self.stream.counts_reasoning_tokens
         reasoning = self.stream.count_reasoning_tokens(token_ids) if counts else 0
-        usage = usage_json(self.prompt_tokens, produced, cached, reasoning)
+        usage = usage_json(self.prompt_tokens, produced, cached, reasoning, written=written)
         final = self._response(processor.output, _status(last), usage)
         yield {"response": final, "type": "response.completed"}
 
@@ -242,3 +245,8 @@ def _shown_sampling(body: ResponsesRequest, info: LlmInfo, prompt_tokens: int) -
         "presence_penalty": value(body.presence_penalty, defaults.presence_penalty, 0.0),
         "frequency_penalty": value(body.frequency_penalty, defaults.frequency_penalty, 0.0),
     }
+
+
+def _written(usage: TextUsage | None) -> int:
+    """The prompt tokens the engine wrote to its prefix cache (0 where it does not say, as vLLM's)."""
+    return (usage.cache_creation_tokens or 0) if usage is not None else 0
