@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.http_serving import Served
+from tests.support.http_serving import Served, serve
 from vllm_llm import MockLlm, TextRequest, TextSamplingParams
+from vllm_server.config import FrontendConfig, ServerConfig
+from vllm_server.wiring import build_state
 
 PROMPT = [1, 300, 301, 302]
 
@@ -120,3 +122,30 @@ async def test_generate_kv_transfer_params(mock_server: Served, mock_llm: MockLl
     )
     assert r.json()["kv_transfer_params"] == kv
     assert mock_llm.requests[-1].kv_transfer_params == kv
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_generate_reports_cached_tokens_with_prompt_tokens_details(
+    mock_llm: MockLlm, stream: bool
+) -> None:
+    """--enable-prompt-tokens-details: vLLM's ServingTokens reports the cached tokens alone, a whole
+    response keeping the other counts as null, its streamed usage chunk leaving them out."""
+    config = FrontendConfig(
+        server=ServerConfig(served_model_name=("tiny",), enable_prompt_tokens_details=True)
+    )
+    state = build_state(config, mock_llm)
+    state.attach_layers()
+    state.update_readiness()
+    body: dict[str, Any] = {"token_ids": PROMPT, "sampling_params": {"max_tokens": 2}}
+    if stream:
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    async with serve(state) as served:
+        r = await served.http.post("/inference/v1/generate", json=body)
+    assert r.status_code == 200, r.text
+    usage = events(r.text)[-1]["usage"] if stream else r.json()["usage"]
+    expected = (
+        {"cached_tokens": 0}
+        if stream
+        else {"cached_tokens": 0, "created_cache_tokens": None, "multimodal_tokens": None}
+    )
+    assert usage["prompt_tokens_details"] == expected
