@@ -32,7 +32,8 @@ EVERY_SOURCE = {
     "h11_max_incomplete_event_size", "h11_max_header_count", "enable_offline_docs",
     "enable_tokenizer_info_endpoint", "enable_log_outputs", "enable_log_deltas", "log_error_stack",
     "trust_request_chat_template", "default_chat_template_kwargs", "exclude_tools_when_tool_choice_none",
-    "fingerprint_mode", "fingerprint_value",
+    "fingerprint_mode", "fingerprint_value", "enable_prompt_tokens_details",
+    "anthropic_disabled_thinking_effort",
 } | {flag.dest for flag in FLAGS if flag.refused}  # fmt: skip
 #: The source flags themselves.
 SOURCES = {"model", "remote", "mock"}

@@ -104,6 +104,8 @@ def test_server_info_is_one_flat_mapping_of_both_configs() -> None:
         "exclude_tools_when_tool_choice_none": False,
         "fingerprint_mode": "full",
         "fingerprint_value": None,
+        "enable_prompt_tokens_details": False,
+        "anthropic_disabled_thinking_effort": "auto",
     }
     engine: dict[str, object] = {
         "model": "/models/m",
