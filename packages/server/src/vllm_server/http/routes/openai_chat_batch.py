@@ -118,7 +118,7 @@ async def _merged(request_id: str, outputs: list[ChatOutput]) -> dict[str, Any]:
         "choices": choices,
         "service_tier": None,
         "system_fingerprint": first["system_fingerprint"],
-        "usage": usage_json(prompt_tokens, completion_tokens, 0, None),
+        "usage": usage_json(prompt_tokens, completion_tokens),  # no details: vLLM gives none here
         "prompt_logprobs": None,
         "prompt_token_ids": None,
         "prompt_text": None,
