@@ -6,11 +6,13 @@ The contract suite runs it too (tests/llm/conftest.py, `disaggregated_mock`).
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from tests.llm.harness import collect
-from vllm_llm import InvalidRequest, LlmError, MockLlm
+from tests.support.mock import tiny_mock
+from vllm_llm import ChatLlm, ChatMessage, ChatRequest, InvalidRequest, LlmError, MockLlm, TextLlm
 from vllm_llm.disaggregated import (
     PREFILL_KV_TRANSFER_PARAMS,
     DisaggregatedLlm,
@@ -68,6 +70,30 @@ async def test_client_kv_transfer_params_are_refused() -> None:
     request.kv_transfer_params = {"do_remote_prefill": True}
     with pytest.raises(InvalidRequest, match="kv_transfer_params"):
         await llm.generate(request)
+    await llm.shutdown()
+
+
+async def test_prompt_ids_forwarded_by_a_client_are_both_legs_prompt(tiny_model_dir: Path) -> None:
+    # A chat request to the router that forwards prompt ids (vLLM's decode-stage reuse): the chat layer
+    # takes them as the prompt and out of kv_transfer_params, so both legs get the same ids, and the
+    # kv_transfer_params each leg gets are this flow's own.
+    prefill, decode = tiny_mock(tiny_model_dir), tiny_mock(tiny_model_dir)
+    llm = DisaggregatedLlm(prefill, decode)
+    chat = ChatLlm(TextLlm(llm))
+    ids = [5, 17, 42, 99, 7]
+    request = ChatRequest(
+        request_id="fwd",
+        messages=[ChatMessage(role="user", content="Hi")],
+        kv_transfer_params={"prompt_token_ids": ids},
+    )
+    result = await chat.complete(request)
+    assert result.prompt.prompt_token_ids == ids
+    [p], [d] = prefill.requests, decode.requests
+    assert p.prompt_token_ids == d.prompt_token_ids == ids
+    assert p.kv_transfer_params == d.kv_transfer_params == PREFILL_KV_TRANSFER_PARAMS
+    request.kv_transfer_params = {"prompt_token_ids": ids, "do_remote_prefill": True}
+    with pytest.raises(InvalidRequest, match="kv_transfer_params"):  # the rest is still the client's own
+        await chat.generate(request)
     await llm.shutdown()
 
 

@@ -264,7 +264,7 @@ def test_rendering_equals_vllms_harmony_rendering(name: str, mock: MockLlm) -> N
 
 
 def test_the_system_message_carries_effort_date_and_the_developer_message_the_tools(mock: MockLlm) -> None:
-    prompt = _chat(mock).render(_request(CONVERSATIONS["tool_round_trip"])).prompt
+    prompt = _chat(mock).render(_request(CONVERSATIONS["tool_round_trip"])).prompt or ""
     assert "Reasoning: low" in prompt and "Current date: 2025-06-01" in prompt
     assert "<|start|>developer<|message|># Instructions\n\nUse tools." in prompt
     assert "type get_weather = (_: {\ncity: string,\n}) => any;" in prompt
@@ -278,7 +278,7 @@ def test_a_non_gpt_oss_model_keeps_its_chat_template(tiny_model_dir: Path) -> No
 
     chat = ChatLlm(TextLlm(tiny_mock(tiny_model_dir)))
     assert not chat.harmony
-    assert "<|start|>" not in chat.render(_request(CONVERSATIONS["user"])).prompt
+    assert "<|start|>" not in (chat.render(_request(CONVERSATIONS["user"])).prompt or "")
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,14 @@ from vllm_llm._text_request import TextRequest, TextSamplingParams
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.wire import GenerateRequest, GenerationDefaults, LlmInfo, SamplingParams
 
-__all__ = ["MAX_LOGPROBS", "Lowered", "child_request_id", "lower_request", "truncate_prompt"]
+__all__ = [
+    "MAX_LOGPROBS",
+    "Lowered",
+    "check_truncation",
+    "child_request_id",
+    "lower_request",
+    "truncate_prompt",
+]
 
 #: vLLM's default `--max-logprobs`.
 MAX_LOGPROBS = 20
@@ -54,6 +61,24 @@ def child_request_id(request_id: str, index: int, n: int) -> str:
     return request_id if n == 1 else f"{index}_{request_id}"
 
 
+def check_truncation(keep: int | None, side: str | None, *, max_model_len: int) -> None:
+    """vLLM's TokenizeParams checks of `truncate_prompt_tokens` (`keep`) and `truncation_side`."""
+    if keep is None:
+        return
+    if keep < -1:
+        raise InvalidRequest(
+            f"truncate_prompt_tokens must be at least -1, got {keep}", param="truncate_prompt_tokens"
+        )
+    if keep > max_model_len:
+        raise InvalidRequest(
+            f"truncate_prompt_tokens={keep} cannot be greater than max_model_len = {max_model_len}. "
+            f"Please request a smaller truncation size. (parameter=truncate_prompt_tokens, value={keep})",
+            param="truncate_prompt_tokens",
+        )
+    if side not in (None, "left", "right"):
+        raise InvalidRequest("`truncation_side` must be either 'left' or 'right'.", param="truncation_side")
+
+
 def truncate_prompt(
     prompt_token_ids: list[int],
     keep: int | None,
@@ -66,18 +91,7 @@ def truncate_prompt(
     when output is asked for, else the whole context), cutting the left end unless `side` is "right"."""
     if keep is None:
         return prompt_token_ids
-    if keep < -1:
-        raise InvalidRequest(
-            f"truncate_prompt_tokens must be at least -1, got {keep}", param="truncate_prompt_tokens"
-        )
-    if keep > max_model_len:
-        raise InvalidRequest(
-            f"truncate_prompt_tokens={keep} cannot be greater than max_model_len = {max_model_len}. "
-            "Please request a smaller truncation size.",
-            param="truncate_prompt_tokens",
-        )
-    if side not in (None, "left", "right"):
-        raise InvalidRequest("`truncation_side` must be either 'left' or 'right'.", param="truncation_side")
+    check_truncation(keep, side, max_model_len=max_model_len)
     if keep == -1:
         keep = max(0, max_model_len - 1) if max_tokens else max_model_len
     if keep >= len(prompt_token_ids):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from vllm_llm._chat_forwarded import Forwarded, check_forwarded_vocab, split_forwarded
 from vllm_llm._chat_harmony import (
     HarmonyParser,
     check_harmony_request,
@@ -34,7 +35,7 @@ from vllm_llm._chat_parsing import ParserOptions, Parsing
 from vllm_llm._errors import InvalidRequest, TooManyMediaItems
 from vllm_llm._text_chat_template import render_chat_template
 from vllm_llm._text_content_format import detect_content_format
-from vllm_llm._text_lowering import truncate_prompt
+from vllm_llm._text_lowering import check_truncation, truncate_prompt
 from vllm_llm.parsers import (
     ChatParser,
     MessageDelta,
@@ -216,6 +217,10 @@ class ChatRequest(msgspec.Struct, kw_only=True):
     data_parallel_rank: int | None = None
     trace_headers: dict[str, str] | None = None
     kv_transfer_params: dict[str, Any] | None = None
+    """The engine's KV transfer parameters; `prompt_token_ids` in them is the prompt, forwarded by a
+    prefill stage (taken instead of rendering the messages, as vLLM's decode stage takes it)."""
+    use_forwarded_prompt: bool = True
+    """False: render the messages even when `kv_transfer_params` forwards prompt ids (vLLM's `echo`)."""
     arrival_time: float | None = None
     mm_processor_kwargs: dict[str, Any] | None = None
     """Options of the model's HF processor for this request's media (vLLM's mm_processor_kwargs)."""
@@ -232,7 +237,8 @@ class ChatRequest(msgspec.Struct, kw_only=True):
 class RenderedChat(msgspec.Struct, kw_only=True, frozen=True):
     """The rendered prompt and its tokens."""
 
-    prompt: str
+    prompt: str | None
+    """None for forwarded prompt ids (nothing was rendered)."""
     prompt_token_ids: list[int]
 
 
@@ -506,7 +512,14 @@ class ChatLlm:
         self._media = _media_processor(text.info(), multimodal)
 
     def render(self, request: ChatRequest) -> RenderedChat:
-        """The prompt text and token ids of `request`'s conversation; raises `InvalidRequest`."""
+        """The prompt text and token ids of `request`'s conversation (or the prompt ids its
+        kv_transfer_params forward); raises `InvalidRequest`."""
+        ids = self._forwarded(request).prompt_token_ids
+        if ids is not None:
+            return RenderedChat(prompt=None, prompt_token_ids=ids)
+        return self._render_messages(request)
+
+    def _render_messages(self, request: ChatRequest) -> RenderedChat:
         tools = self.template_tools(request)
         if self.harmony:
             self._placeholders(request.messages)  # media: refused as for any text-only model
@@ -619,8 +632,16 @@ class ChatLlm:
         """Render, tokenize and submit `request`; return the stream of its deltas."""
         parsing = self._parsing
         parsing.check_tool_choice(request.tool_choice)
-        rendered, mm_features = await self._prepare_media(request, self.render(request))
-        rendered = self._truncated(request, rendered, mm_features)
+        max_model_len = self.text.info().max_model_len
+        # vLLM checks the truncation first (its TokenizeParams), then the forwarded ids
+        check_truncation(request.truncate_prompt_tokens, request.truncation_side, max_model_len=max_model_len)
+        forwarded = self._forwarded(request)
+        mm_features: list[MultiModalFeature] | None = None
+        if forwarded.prompt_token_ids is not None:
+            rendered = self._forwarded_prompt(request, forwarded.prompt_token_ids)
+        else:
+            rendered, mm_features = await self._prepare_media(request, self._render_messages(request))
+            rendered = self._truncated(request, rendered, mm_features)
         tokenizer = self.text.tokenizer
         kwargs = self.template_kwargs(request)
         params = request.params
@@ -652,7 +673,7 @@ class ChatLlm:
                 priority=request.priority,
                 data_parallel_rank=request.data_parallel_rank,
                 trace_headers=request.trace_headers,
-                kv_transfer_params=request.kv_transfer_params,
+                kv_transfer_params=forwarded.kv_transfer_params,
                 arrival_time=request.arrival_time,
                 mm_features=mm_features,
                 reasoning_ended=_reasoning_ended(probe, rendered.prompt_token_ids, request.include_reasoning),
@@ -672,6 +693,33 @@ class ChatLlm:
             probe=probe,
             multimodal_tokens=_multimodal_tokens(mm_features or ()),
         )
+
+    def _forwarded(self, request: ChatRequest) -> Forwarded:
+        """`request`'s kv_transfer_params split; the forwarded ids are ignored where vLLM renders the
+        messages anyway: media in them, or the caller's `use_forwarded_prompt` False."""
+        use = request.use_forwarded_prompt and not _media_parts(request.messages)
+        forwarded = split_forwarded(request.kv_transfer_params, use=use)
+        if forwarded.prompt_token_ids is not None:
+            tokenizer = self.text.tokenizer
+            limit = max(tokenizer.max_token_id, self.text.info().vocab_size - 1)
+            check_forwarded_vocab(forwarded.prompt_token_ids, limit)
+        return forwarded
+
+    def _forwarded_prompt(self, request: ChatRequest, ids: list[int]) -> RenderedChat:
+        """Forwarded ids as the prompt, checked against the context as vLLM's get_max_tokens checks them
+        (its wording): `truncate_prompt_tokens` is not applied, it only shortens the length counted."""
+        max_model_len = self.text.info().max_model_len
+        keep = request.truncate_prompt_tokens
+        counted = len(ids) if keep is None else min(len(ids), max_model_len if keep == -1 else keep)
+        if counted > max_model_len:
+            raise InvalidRequest(
+                f"Input length ({counted}) exceeds model's maximum context length ({max_model_len})."
+            )
+        if counted == max_model_len:  # no room: vLLM's max_tokens of 0, refused by SamplingParams
+            raise InvalidRequest(
+                "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)", param="max_tokens"
+            )
+        return RenderedChat(prompt=None, prompt_token_ids=ids)
 
     def _truncated(
         self, request: ChatRequest, rendered: RenderedChat, mm_features: list[MultiModalFeature] | None

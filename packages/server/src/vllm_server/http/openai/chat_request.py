@@ -189,6 +189,8 @@ class ChatCompletionRequest(SamplingFields, kw_only=True):
             cache_salt=self.cache_salt,
             priority=self.priority,
             kv_transfer_params=self.kv_transfer_params,
+            # vLLM renders the messages for `echo`, whatever prompt ids a prefill stage forwarded
+            use_forwarded_prompt=not self.echo,
             mm_processor_kwargs=self.mm_processor_kwargs,
             media_io_kwargs=self.media_io_kwargs,
             truncate_prompt_tokens=self.truncate_prompt_tokens,

@@ -27,6 +27,9 @@ class TokenizeBody(msgspec.Struct, kw_only=True):
     chat_template_kwargs: dict[str, Any] | None = None
     tools: list[ChatTool] | None = None
     mm_processor_kwargs: dict[str, Any] | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    """Not TokenizeChatRequest's, but vLLM's renderer reads forwarded `prompt_token_ids` from it
+    (its body keeps unknown fields): they are the tokens then, as for a decode stage's prompt."""
 
 
 class DetokenizeBody(msgspec.Struct, kw_only=True):

@@ -44,6 +44,7 @@ def tokenize(state: ServerState) -> Handler:
                     chat_template_kwargs=body.chat_template_kwargs,
                     add_special_tokens=bool(body.add_special_tokens),
                     mm_processor_kwargs=body.mm_processor_kwargs,
+                    kv_transfer_params=body.kv_transfer_params,
                 )
             )
             tokens = rendered.prompt_token_ids
