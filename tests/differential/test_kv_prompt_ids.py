@@ -202,3 +202,12 @@ async def test_other_routes_refuse_bad_forwarded_ids_as_vllm(
     theirs, ours = await post_both(pair, path, forwarding(bad, **body))
     assert theirs.status_code == 400, theirs.text
     assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
+
+
+@pytest.mark.parametrize("length", [TINY_MAX_MODEL_LEN + 88, TINY_MAX_MODEL_LEN], ids=["over", "filling"])
+async def test_a_truncation_hiding_the_length_leaves_it_to_the_engine_check(length: int, pair: Pair) -> None:
+    # truncate_prompt_tokens shortens what vLLM counts for max_tokens, not the ids its engine gets
+    body = forwarding([5] * length, messages=HI, max_tokens=4, truncate_prompt_tokens=5)
+    theirs, ours = await post_both(pair, CHAT, body)
+    assert theirs.status_code == 400, theirs.text
+    assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())

@@ -13,7 +13,13 @@ from typing import Any, NamedTuple
 
 from vllm_llm._errors import InvalidRequest
 
-__all__ = ["FORWARDED_PARAM", "Forwarded", "check_forwarded_vocab", "split_forwarded"]
+__all__ = [
+    "FORWARDED_PARAM",
+    "Forwarded",
+    "check_forwarded_length",
+    "check_forwarded_vocab",
+    "split_forwarded",
+]
 
 _KEY = "prompt_token_ids"
 #: The parameter vLLM names in its errors about the forwarded ids.
@@ -52,6 +58,41 @@ def check_forwarded_vocab(ids: list[int], max_token_id: int) -> None:
     top = max(ids)
     if top > max_token_id:
         raise _invalid(f"Token id {top} is out of vocabulary")
+
+
+def check_forwarded_length(ids: list[int], keep: int | None, max_model_len: int, *, multimodal: bool) -> None:
+    """Refuse ids the context cannot take, as vLLM does (its wording). Nothing renders them, so no
+    TokenizeParams check runs: get_max_tokens counts them, shortened by `truncate_prompt_tokens` (`keep`,
+    never applied to them), then the engine's input processor counts them all."""
+    counted = len(ids) if keep is None else min(len(ids), max_model_len if keep == -1 else keep)
+    if counted > max_model_len:
+        raise InvalidRequest(
+            f"Input length ({counted}) exceeds model's maximum context length ({max_model_len})."
+        )
+    if counted == max_model_len:  # no room: a max_tokens of 0, which SamplingParams refuses
+        raise InvalidRequest(
+            "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)", param="max_tokens"
+        )
+    tokens = "text tokens plus multimodal tokens" if multimodal else "text tokens"
+    if len(ids) > max_model_len:
+        raise InvalidRequest(
+            f"The decoder prompt (length {len(ids)}) is longer than the maximum model length of "
+            f"{max_model_len}. Make sure that `max_model_len` is no smaller than the number of {tokens}."
+            + (_MM_HINT if multimodal else "")
+        )
+    if len(ids) == max_model_len:
+        raise InvalidRequest(
+            f"The decoder prompt (length {len(ids)}) plus the number of requested output tokens (at least 1) "
+            f"is longer than the maximum model length of {max_model_len}. Make sure that `max_model_len` is "
+            "no smaller than the number of text tokens (prompt + requested output tokens)."
+        )
+
+
+#: What vLLM's input processor adds for a model that takes media.
+_MM_HINT = (
+    " For image inputs, the number of image tokens depends on the number of images, and possibly their "
+    "aspect ratios as well."
+)
 
 
 def _invalid(message: str) -> InvalidRequest:

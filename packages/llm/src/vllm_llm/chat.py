@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from vllm_llm._chat_forwarded import Forwarded, check_forwarded_vocab, split_forwarded
+from vllm_llm._chat_forwarded import (
+    Forwarded,
+    check_forwarded_length,
+    check_forwarded_vocab,
+    split_forwarded,
+)
 from vllm_llm._chat_harmony import (
     HarmonyParser,
     check_harmony_request,
@@ -706,19 +711,11 @@ class ChatLlm:
         return forwarded
 
     def _forwarded_prompt(self, request: ChatRequest, ids: list[int]) -> RenderedChat:
-        """Forwarded ids as the prompt, checked against the context as vLLM's get_max_tokens checks them
-        (its wording): `truncate_prompt_tokens` is not applied, it only shortens the length counted."""
-        max_model_len = self.text.info().max_model_len
-        keep = request.truncate_prompt_tokens
-        counted = len(ids) if keep is None else min(len(ids), max_model_len if keep == -1 else keep)
-        if counted > max_model_len:
-            raise InvalidRequest(
-                f"Input length ({counted}) exceeds model's maximum context length ({max_model_len})."
-            )
-        if counted == max_model_len:  # no room: vLLM's max_tokens of 0, refused by SamplingParams
-            raise InvalidRequest(
-                "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)", param="max_tokens"
-            )
+        """Forwarded ids as the prompt, checked against the context (`check_forwarded_length`)."""
+        info = self.text.info()
+        check_forwarded_length(
+            ids, request.truncate_prompt_tokens, info.max_model_len, multimodal=info.supports_multimodal
+        )
         return RenderedChat(prompt=None, prompt_token_ids=ids)
 
     def _truncated(
