@@ -12,13 +12,14 @@ STAMP := $(VENV)/.synced
 AGAINST ?=
 PYTEST_ARGS ?=
 
-.PHONY: help setup serve bench gen check-gen compat lint typecheck pytest test soak
+.PHONY: help setup serve bench gen check-gen compat lint typecheck pytest conformance test soak
 
 help:
 	@echo "make setup      create .venv and install the workspace (uv included)"
 	@echo "make serve      serve a worker over a real vLLM engine on a tiny local model (HTTP 8000, gRPC 50051)"
-	@echo "make test       ruff, mypy --strict, check-gen, compat and pytest (what CI runs; under CI=true a skip fails)"
+	@echo "make test       ruff, mypy --strict, check-gen, compat, pytest and conformance (what CI runs; under CI=true a skip fails)"
 	@echo "make pytest     the tests without tests/soak, as a plain .venv/bin/pytest (PYTEST_ARGS=... to choose)"
+	@echo "make conformance  vLLM 0.32's own server tests that pass on vLLM's server, run against our worker"
 	@echo "make bench      the benchmarks, with their baselines and ratios (QUICK=1 for a short run)"
 	@echo "make gen        regenerate everything from spec/ and the .proto files"
 	@echo "make check-gen  fail with a diff if generated files are stale"
@@ -84,7 +85,14 @@ typecheck: setup
 pytest: setup
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test: lint typecheck check-gen compat pytest
+# vLLM's own server tests (from its sdist, cached outside the repository), run unchanged against our worker:
+# every test of tests/conformance/vllm-0.32.0-passes.txt (what vLLM's server passes on the same harness,
+# refreshed by `python -m vllm_frontend_testing.conformance record`) must pass. Results and server logs
+# in conformance-results/.
+conformance: setup
+	$(BIN)/python -m vllm_frontend_testing.conformance check $(CONFORMANCE_ARGS)
+
+test: lint typecheck check-gen compat pytest conformance
 
 # tests/soak is left out of every other run by `--ignore=tests/soak` (pyproject addopts); a path given
 # on the command line is collected whatever --ignore says, so naming it selects the soak tests.
