@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import sys
 import tarfile
 import tempfile
 import urllib.request
+import zipfile
 from pathlib import Path
 
 from vllm_frontend_testing.conformance import MODULES, RECORD, VLLM_VERSION
@@ -32,12 +34,11 @@ from vllm_frontend_testing.tiny_model import build_tiny_model
 #: Where the sdist's tests and their test-only packages are kept (outside the repository).
 CACHE = Path(os.environ.get("VLLM_CONFORMANCE_CACHE", "~/.cache/vllm-frontend/conformance")).expanduser()
 #: Packages vLLM's test suite imports that the project's environment does not have (vLLM's
-#: requirements/test.txt pins more; these are the ones the chosen modules reach).
+#: requirements/test.txt pins more; these are the ones the chosen modules reach), pure-Python wheels.
 TEST_PACKAGES = ("tblib==3.2.2",)
 #: Beside the record: recorded tests that fail on ours for a reason written there (a test listed that
 #: passes fails the check, so the list only shrinks).
 KNOWN_NAME = "known-differences.txt"
-_INDEX = "https://pypi.org/simple/vllm/"
 _SDIST = f"vllm-{VLLM_VERSION}.tar.gz"
 
 
@@ -53,17 +54,7 @@ def fetch() -> Path:
     """The sdist's root (its `tests/` extracted), downloading and installing what is missing."""
     root = _root()
     if not (root / "tests" / "utils.py").is_file():
-        request = urllib.request.Request(_INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            files = json.load(response)["files"]
-        entry = next(f for f in files if f["filename"] == _SDIST)
-        print(f"conformance: downloading {entry['url']}", flush=True)
-        with urllib.request.urlopen(entry["url"], timeout=600) as response:
-            data = response.read()
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != entry["hashes"]["sha256"]:
-            expected = entry["hashes"]["sha256"]
-            raise SystemExit(f"conformance: {_SDIST}: sha256 {digest}, the index says {expected}")
+        data = _pypi_file("vllm", _SDIST)
         CACHE.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
             archive = Path(tmp) / _SDIST
@@ -76,11 +67,40 @@ def fetch() -> Path:
             (Path(tmp) / f"vllm-{VLLM_VERSION}").rename(root)
     stamp = _site() / ".installed"
     if not stamp.is_file() or stamp.read_text() != "\n".join(TEST_PACKAGES):
-        uv = shutil.which("uv") or "uv"
-        install = [uv, "pip", "install", "--quiet", "--python", sys.executable, "--target", str(_site())]
-        subprocess.run([*install, *TEST_PACKAGES], check=True)
+        shutil.rmtree(_site(), ignore_errors=True)
+        _site().mkdir(parents=True)
+        for package in TEST_PACKAGES:
+            _install_wheel(package)
         stamp.write_text("\n".join(TEST_PACKAGES))
     return root
+
+
+def _pypi_file(project: str, filename: str) -> bytes:
+    """`filename` of `project` from PyPI, checked against the index's sha256."""
+    request = urllib.request.Request(
+        f"https://pypi.org/simple/{project}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        files = json.load(response)["files"]
+    entry = next((f for f in files if f["filename"] == filename), None)
+    if entry is None:
+        raise SystemExit(f"conformance: {filename} is not on PyPI's index of {project}")
+    print(f"conformance: downloading {entry['url']}", flush=True)
+    with urllib.request.urlopen(entry["url"], timeout=600) as response:
+        data: bytes = response.read()
+    digest = hashlib.sha256(data).hexdigest()
+    expected = entry["hashes"]["sha256"]
+    if digest != expected:
+        raise SystemExit(f"conformance: {filename}: sha256 {digest}, the index says {expected}")
+    return data
+
+
+def _install_wheel(requirement: str) -> None:
+    """A pure-Python package (`NAME==VERSION`, whose wheel is py3-none-any) unpacked into `_site()`."""
+    name, _, version = requirement.partition("==")
+    data = _pypi_file(name, f"{name}-{version}-py3-none-any.whl")
+    with zipfile.ZipFile(io.BytesIO(data)) as wheel:
+        wheel.extractall(_site())
 
 
 def run(
