@@ -15,6 +15,8 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tests.support.grpc_serving import raw_client
+from tests.support.grpc_serving import request as grpc_request
 from tests.support.mock import tiny_mock
 from tests.support.servers import start_server
 from vllm_llm.wire import SERVICE_NAME
@@ -193,3 +195,48 @@ def test_event_loop_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         loop_factory("uvloop")
     with pytest.raises(ValueError, match="unknown event loop"):
         loop_factory("trio")
+
+
+async def test_a_grpc_call_during_the_whole_drain_is_refused_unavailable_by_the_server() -> None:
+    """While a drain waits for a long Generate, every new Generate is answered UNAVAILABLE by the
+    server's own refusal ("draining"), the status a balancing client takes as "go elsewhere". gRPC's
+    server is stopped only once the calls in flight ended: stopped at once (as it was), a call arriving
+    during the grace met gRPC's own shutdown instead (CANCELLED, or a transport error)."""
+    exe = Path(sys.executable).with_name("vllm-frontend")
+    argv = ["serve", "--mock", "--port", "0", "--grpc-port", "0", "--served-model-name", "tiny"]
+    proc = await asyncio.create_subprocess_exec(
+        str(exe), *argv, "--shutdown-grace-period", "60", stderr=asyncio.subprocess.PIPE
+    )
+    frontend = _Frontend(proc)
+    await frontend.listening()
+    target = f"127.0.0.1:{frontend.grpc_port}"
+    long_tokens = 500  # the mock steps every 10 ms: about 5 s in flight (within its 512 positions)
+    async with raw_client(target) as (stub, health):
+        watch = health.Watch(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
+        assert (await asyncio.wait_for(watch.read(), 30)).status == SERVING
+        running = stub.Generate(grpc_request("in-flight", max_tokens=long_tokens))
+        outputs = [await asyncio.wait_for(running.read(), 30)]
+        proc.send_signal(signal.SIGTERM)
+        assert (await asyncio.wait_for(watch.read(), 30)).status == NOT_SERVING
+        refusals: list[tuple[int, grpc.StatusCode, str]] = []
+        ended = False
+        while not ended:  # a new call after every 50 outputs of the running one, until it ends
+            try:
+                await stub.Generate(grpc_request(f"during-{len(refusals)}", max_tokens=2)).read()
+            except grpc.aio.AioRpcError as exc:
+                refusals.append((len(outputs), exc.code(), exc.details() or ""))
+            else:
+                raise AssertionError("a call made during the drain was served")
+            for _ in range(50):
+                out = await asyncio.wait_for(running.read(), 30)
+                if out is grpc.aio.EOF:
+                    ended = True
+                    break
+                outputs.append(out)
+        watch.cancel()
+    tokens = sum(len(o.token_ids) for o in outputs)
+    assert tokens == long_tokens and outputs[-1].finish_reason is not None, outputs[-1]
+    assert len(refusals) >= 10, refusals  # refusals spread over the whole drain, seconds of it
+    for at, code, details in refusals:
+        assert (code, "draining" in details) == (grpc.StatusCode.UNAVAILABLE, True), (at, code, details)
+    assert await frontend.wait() == 0

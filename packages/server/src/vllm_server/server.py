@@ -278,25 +278,30 @@ class Server:
             state.lora_modules[module.name] = (module, lora_id)
 
     async def _drain(self, state: ServerState, http: uvicorn.Server, grpc: GrpcFrontend | None) -> None:
+        """Refuse new work on both listeners (503, UNAVAILABLE) while what runs on either ends, within the
+        grace; only then close them. Both stay up until both are idle: a listener closed early would
+        answer a late client with a refused connection, or gRPC's own CANCELLED, not "go elsewhere"."""
         grace = self.config.server.shutdown_grace_period
         logger.info("draining: up to %.1f s for in-flight requests", grace)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
         state.begin_drain()
-        stops = []
+        idle = [state.load.wait_idle()]
         if grpc is not None:
             await grpc.begin_drain()
-            stops.append(grpc.stop(grace))
-        stops.append(self._drain_http(state, http, grace))
-        await asyncio.gather(*stops)
-
-    @staticmethod
-    async def _drain_http(state: ServerState, http: uvicorn.Server, grace: float) -> None:
+            idle.append(grpc.wait_idle())
         try:
-            await asyncio.wait_for(state.load.wait_idle(), grace)
+            await asyncio.wait_for(asyncio.gather(*idle), grace)
         except TimeoutError:
             logger.warning(
-                "%d HTTP request(s) still running after %.1f s: cancelling", state.load.in_progress, grace
+                "%d HTTP request(s) and %d gRPC call(s) still running after %.1f s: cancelling",
+                state.load.in_progress,
+                grpc.calls_in_progress if grpc is not None else 0,
+                grace,
             )
         http.should_exit = True
+        if grpc is not None:
+            await grpc.stop(max(deadline - loop.time(), 0.0))
 
 
 def _startup_failure(bring_up: asyncio.Task[None]) -> StartupError:

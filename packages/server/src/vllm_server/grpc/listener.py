@@ -2,21 +2,27 @@
 
 Lifecycle: `start(host, port)` binds and serves; `begin_drain()` flips every health status to
 NOT_SERVING for good and refuses new Generate calls with UNAVAILABLE (so balancing clients go
-elsewhere); `stop(grace)` lets calls in flight finish within `grace`, then cancels them, which aborts
-their requests. With `tls` the listener is TLS, and mTLS (client certificates required) when
+elsewhere); `stop(grace)` waits up to `grace` for the calls in flight to end while it goes on refusing
+new ones itself, and only then stops gRPC's server, which cancels what is left (aborting their requests).
+Stopping gRPC's server at once would answer a call that arrives meanwhile CANCELLED, which a client
+does not take as "go elsewhere". With `tls` the listener is TLS, and mTLS (client certificates required) when
 `tls.ca_certs` is set. With `api_key` every call but health must carry `authorization: Bearer <key>`
 (or `x-api-key: <key>`): Kubernetes probes carry no key.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
 
 from vllm_llm import Llm
+from vllm_llm.watch import WatchSender
 from vllm_llm.wire import SERVICE_NAME, LlmInfo
 from vllm_server.errors import Unauthenticated
 from vllm_server.grpc.health import HEALTH_SERVICE, LlmHealth
@@ -54,6 +60,7 @@ class GrpcFrontend:
         self._service = LlmService(llm, info, metrics, max_message_bytes=max_message_bytes)
         self._health = LlmHealth(llm.subscribe_readiness(), (SERVICE_NAME, *health_services))
         self._api_key = api_key
+        self._calls = CallCounter()
         self._tls = tls
         self._max_message_bytes = max_message_bytes
         self._extra_services = tuple(extra_services)
@@ -74,7 +81,9 @@ class GrpcFrontend:
         """Bind `host:port` (0: an ephemeral port), start serving, and return the bound port."""
         if self._server is not None:
             raise RuntimeError("the gRPC frontend was already started")
-        interceptors = [ApiKeyInterceptor(self._api_key)] if self._api_key is not None else []
+        interceptors: list[grpc.aio.ServerInterceptor] = [self._calls]
+        if self._api_key is not None:
+            interceptors.append(ApiKeyInterceptor(self._api_key))
         server = grpc.aio.server(interceptors=interceptors, options=self._options())
         self._service.register(server)
         self._health.register(server)
@@ -95,15 +104,29 @@ class GrpcFrontend:
         self._service.begin_drain()
         await self._health.begin_drain()
 
+    @property
+    def calls_in_progress(self) -> int:
+        """Calls in progress now, health's left out."""
+        return self._calls.in_progress
+
+    async def wait_idle(self) -> None:
+        """Wait until no call is in progress (health's left out)."""
+        await self._calls.wait_idle()
+
     async def stop(self, grace: float) -> None:
         """Drain, let calls in flight finish within `grace` seconds, then cancel them (aborting them)."""
         server, self._server = self._server, None
         if server is None:
             return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
         await self.begin_drain()
+        # gRPC's server stays up, refusing new calls with UNAVAILABLE, while the calls in flight end.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wait_idle(), grace)
         # Health Watch streams never end by themselves; they would hold `stop` for the whole grace.
-        await self._health.end_watches(within=min(grace, 1.0))
-        await server.stop(grace)
+        await self._health.end_watches(within=min(max(deadline - loop.time(), 0.0), 1.0))
+        await server.stop(max(deadline - loop.time(), 0.0))
         await self._health.close()
 
     def _options(self) -> list[tuple[str, Any]]:
@@ -124,6 +147,70 @@ def _server_credentials(tls: TlsConfig) -> Any:
     cert, key, ca = tls.read()
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
+    )
+
+
+class CallCounter(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpcio has no type hints
+    """Counts the calls in progress, health's left out (a Watch lasts as long as its client): what a
+    drain waits for before it stops gRPC's server."""
+
+    def __init__(self) -> None:
+        self._count = WatchSender(0)
+
+    @property
+    def in_progress(self) -> int:
+        """Calls in progress now."""
+        return self._count.value
+
+    async def wait_idle(self) -> None:
+        """Wait until no call is in progress."""
+        await self._count.subscribe().wait_for(lambda n: n == 0)
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]], details: Any) -> Any:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith(f"/{HEALTH_SERVICE}/"):
+            return handler
+        return _counted(handler, self._count)
+
+
+def _counted(handler: Any, count: WatchSender[int]) -> Any:
+    """`handler` with its behaviour counted in `count` while it runs (a coroutine or an async generator)."""
+    if handler.request_streaming and handler.response_streaming:
+        behaviour, make = handler.stream_stream, grpc.stream_stream_rpc_method_handler
+    elif handler.request_streaming:
+        behaviour, make = handler.stream_unary, grpc.stream_unary_rpc_method_handler
+    elif handler.response_streaming:
+        behaviour, make = handler.unary_stream, grpc.unary_stream_rpc_method_handler
+    else:
+        behaviour, make = handler.unary_unary, grpc.unary_unary_rpc_method_handler
+
+    if inspect.isasyncgenfunction(behaviour):
+
+        async def counted_stream(request: Any, context: Any) -> Any:
+            count.send(count.value + 1)
+            try:
+                async for response in behaviour(request, context):
+                    yield response
+            finally:
+                count.send(count.value - 1)
+
+        counted: Any = counted_stream
+    elif inspect.iscoroutinefunction(behaviour):
+
+        async def counted_call(request: Any, context: Any) -> Any:
+            count.send(count.value + 1)
+            try:
+                return await behaviour(request, context)
+            finally:
+                count.send(count.value - 1)
+
+        counted = counted_call
+    elif not inspect.iscoroutinefunction(behaviour):
+        return handler  # a synchronous handler (none of ours): run as it is, uncounted
+    return make(
+        counted,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
     )
 
 
