@@ -4,9 +4,10 @@ worker killed outright takes its engine core with it; a client that goes away (f
 router in front of it) aborts its request in the engine; SIGTERM drains a loaded worker, which then exits
 0 with its engine processes gone.
 
-Two worker processes and vLLM's server, started together: vLLM's server ends with the comparison (the
-module's first test), one worker is SIGKILLed next (which frees CPU for the rest), the other (with the
-parser flags) serves the comparison and the disconnect tests and is drained by the module's last test.
+Two worker processes and vLLM's server, started together, probed while their engines start: vLLM's server
+ends with the comparison (the module's second test), one worker is SIGKILLed next (which frees CPU for the
+rest), the other (with the parser flags) serves the comparison and the disconnect tests and is drained by
+the module's last test.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ async def oracle(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory)
             "vLLM's server", argv, http_port=port, ready_path="/health", log_path=log, within=START_DEADLINE
         )
     )
-    running = Oracle(starting)
+    running = Oracle(starting, port)
     try:
         yield running
     finally:
@@ -83,6 +84,7 @@ class Oracle:
     """vLLM's server once `starting` is done, until `stop()`."""
 
     starting: asyncio.Task[ServerProcess]
+    port: int
 
     async def stop(self) -> None:
         if not self.starting.done():
@@ -105,10 +107,29 @@ async def workers(tiny_model_dir: Path, oracle: Oracle) -> AsyncIterator[tuple[F
         for outcome in started:
             if isinstance(outcome, BaseException):
                 raise outcome
+        await _probe_while_starting(fronts, oracle)
         await asyncio.gather(*(f.wait_serving(START_DEADLINE) for f in fronts))
         yield fronts[0], fronts[1]
     finally:
         await asyncio.gather(*(f.stop(GRACE) for f in fronts))
+
+
+#: What the probes answered just after the workers listened, their engines (and vLLM's server) starting.
+AT_START: dict[str, object] = {}
+
+
+async def _probe_while_starting(fronts: list[Frontend], oracle: Oracle) -> None:
+    async with httpx.AsyncClient(timeout=PATIENCE) as http:
+        for name, front in zip(("drained", "killed"), fronts, strict=True):
+            AT_START[name] = [(await http.get(f"{front.base_url}{path}")).status_code for path in PROBES]
+        try:
+            AT_START["vllm"] = (await http.get(f"http://127.0.0.1:{oracle.port}/health")).status_code
+        except httpx.ConnectError:
+            AT_START["vllm"] = "refused"
+        AT_START["vllm started"] = oracle.starting.done()
+
+
+PROBES = ("/health", "/ready")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -121,6 +142,23 @@ async def router(workers: tuple[Frontend, Frontend]) -> AsyncIterator[Frontend]:
         yield front
     finally:
         await front.stop(GRACE)
+
+
+# ---- probes while the engine starts -------------------------------------------------------------------
+
+
+async def test_health_fails_while_the_engine_starts_as_on_vllms_server(
+    workers: tuple[Frontend, Frontend],
+) -> None:
+    """vLLM's server does not listen before its engine started, so `/health` fails there (vllm-router and
+    Kubernetes probes poll it); ours listens at once and answers 503 on both probes until its engine
+    started, then 200. The module's first test: every server is up."""
+    assert AT_START["vllm started"] is False, "vLLM's server was up before the workers listened"
+    assert AT_START["vllm"] == "refused", AT_START
+    assert AT_START["drained"] == AT_START["killed"] == [503, 503], AT_START
+    async with httpx.AsyncClient(timeout=PATIENCE) as http:
+        for front in workers:
+            assert [(await http.get(f"{front.base_url}{path}")).status_code for path in PROBES] == [200, 200]
 
 
 # ---- vLLM's tool and reasoning parser flags: the worker answers as vLLM's server --------------------

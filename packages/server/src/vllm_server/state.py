@@ -103,6 +103,16 @@ class ServerState:
         """The names the base model is served under (the first is primary)."""
         return self._names
 
+    # ---- liveness, readiness and draining --------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        """`/health`: the Llm is alive, and an engine this server starts has started. vLLM's server does
+        not listen before its engine started, so a probe or a router polling `/health` (vllm-router
+        does) sees it down; ours listens at once (a port in use fails the start before the engine
+        loads) and answers 503 until then. A provided or remote Llm is alive as its health says."""
+        return self.llm.subscribe_health().value and (self.engine is None or self._text is not None)
+
     # ---- readiness and draining -------------------------------------------------------------------
 
     @property

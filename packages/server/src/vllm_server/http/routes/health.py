@@ -13,8 +13,9 @@ def health(state: ServerState) -> Handler:
     """The liveness probe over `state`."""
 
     async def health() -> Response:
-        """200 while the Llm is alive; 503 once it failed for good."""
-        return Response(status_code=probe_status(state.llm.subscribe_health().value))
+        """200 while the Llm is alive; 503 while an engine this server starts is starting, and once the
+        Llm failed for good."""
+        return Response(status_code=probe_status(state.alive))
 
     return health
 

@@ -84,7 +84,7 @@ def metrics(state: ServerState) -> Handler:
     async def metrics() -> Response:
         """Prometheus metrics (vLLM's `vllm:*` names; ours as `vllm_frontend:*`)."""
         m = state.metrics
-        m.healthy.labels(m.model_name).set(float(state.llm.subscribe_health().value))
+        m.healthy.labels(m.model_name).set(float(state.alive))
         m.ready.labels(m.model_name).set(float(state.subscribe_readiness().value))
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
