@@ -125,7 +125,16 @@ async def test_invocations_refuses_another_media_type(pair: Pair) -> None:
     assert_same_error(theirs, ours)
 
 
-# ---- GET /load, GET /version ---------------------------------------------------------------------------
+# ---- GET /load, GET /version, SageMaker's /ping ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+async def test_ping(method: str, pair: Pair) -> None:
+    """SageMaker's probe: vLLM's server answers it as /health (200, no body), on GET and on POST."""
+    theirs = await pair.theirs_http.request(method, "/ping")
+    ours = await pair.ours_http.request(method, "/ping")
+    assert theirs.status_code == 200, theirs.text
+    assert (ours.status_code, ours.content) == (theirs.status_code, theirs.content)
 
 
 async def test_load_of_an_idle_server(pair: Pair) -> None:

@@ -56,6 +56,9 @@ def route_table(state: ServerState) -> list[Route]:
         Route("POST", "/detokenize", tokenize.detokenize(state)),
         Route("POST", "/inference/v1/generate", generate.generate(state), counted=True),
         Route("POST", "/invocations", sagemaker.invocations(state), counted=True),
+        # SageMaker's probe (GET or POST), as vLLM's: the same answer as /health.
+        Route("GET", "/ping", health.health(state)),
+        Route("POST", "/ping", health.health(state)),
     ]
     if server.enable_tokenizer_info_endpoint:  # vLLM's flag; may expose the chat template
         routes.append(Route("GET", "/tokenizer_info", tokenizer_info.tokenizer_info(state)))
