@@ -10,6 +10,10 @@ with the sdist's root on `sys.path`, so that `tests.utils` is vLLM's. Chosen by 
 - `VLLM_CONFORMANCE_RESULTS`: a JSON file the outcome of every test is written to, and whether it
   reached a server (vLLM's modules also hold in-process tests of vLLM's own classes, which do not).
 
+LoRA adapters the tests download (`hf_api().snapshot_download(repo_id=...)`, named in `LORA_ADAPTERS`) are
+tiny adapters of the tiny model, one per repository (its own seed), built locally: the same directory is
+given to either server, as the tiny model is served under the name the test asks for.
+
 Servers are shared: a test module's `RemoteOpenAIServer(model, args)` with the same model and arguments
 as one already started (or just released) gets that one. A released server keeps running until a server
 with other arguments is asked for, so a module's servers start once and consecutive modules with the
@@ -40,6 +44,43 @@ _STARTUP_WITHIN = 480.0
 _STOP_WITHIN = 30.0
 #: Flags whose value is the server's own business here, not part of what makes two servers the same.
 _PORT_FLAGS = ("--port", "-p")
+
+
+#: The LoRA adapter repositories the chosen modules download, each served by a tiny adapter of its own seed.
+LORA_ADAPTERS = {
+    "typeof/zephyr-7b-beta-lora": 11,  # openai/chat_completion/test_chat.py
+    "charent/self_cognition_Alice": 12,  # entrypoints/conftest.py: qwen3_lora_files
+    "Jackmin108/Qwen3-0.6B-Meow-LoRA": 13,
+    "Jackmin108/Qwen3-0.6B-Woof-LoRA": 14,
+    "peft-internal-testing/opt-125m-dummy-lora": 15,
+    "jekunz/smollm-135m-lora-fineweb-faroese": 16,  # serve/sagemaker/conftest.py
+}
+
+
+class _AdapterHub:
+    """vLLM's `hf_api()` with the downloads of `LORA_ADAPTERS` answered by local tiny adapters (the
+    rest, a model's files, go to the real hub, which is offline here and fails as before)."""
+
+    def __init__(self, real: Any, model_dir: str) -> None:
+        self._real = real
+        self._model_dir = model_dir
+
+    def snapshot_download(self, repo_id: str, **kwargs: Any) -> str:
+        seed = LORA_ADAPTERS.get(repo_id)
+        if seed is None or "local_dir" in kwargs:
+            return str(self._real.snapshot_download(repo_id=repo_id, **kwargs))
+        from vllm_frontend_testing.tiny_model import build_tiny_lora
+
+        return str(build_tiny_lora(self._model_dir, seed=seed))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def _serve_adapters_locally() -> None:
+    repo_utils: Any = importlib.import_module("vllm.transformers_utils.repo_utils")
+    hub = _AdapterHub(repo_utils.hf_api(), os.environ["VLLM_CONFORMANCE_MODEL"])
+    repo_utils.hf_api = lambda: hub
 
 
 def _flag_value(args: list[str], *names: str) -> str | None:
@@ -155,7 +196,9 @@ class _Pool:
         if which == "vllm":
             argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
         elif which == "ours":
-            argv = [sys.executable, "-m", "vllm_server.cli", "serve"]
+            # Our worker's gRPC listener (not vLLM's, not used by these tests) on a port of its own: the
+            # default 50051 may be another server's.
+            argv = [sys.executable, "-m", "vllm_server.cli", "serve", "--grpc-port", "0"]
         else:
             raise RuntimeError(f"VLLM_CONFORMANCE_SERVER={which!r}: expected 'ours' or 'vllm'")
         argv += ["--model", model_dir, *served, *rest]
@@ -176,8 +219,10 @@ class _Pool:
 
     @staticmethod
     def _wait_serving(launch: _Launch) -> None:
-        """Wait until `/v1/models` answers 200 (the model is loaded); a server that exits or takes too
-        long fails the test that asked for it, with the end of its log."""
+        """Wait until `/health` answers 200 (vLLM's server listens only once its engine started; ours
+        answers 503 until then), as vLLM's own harness waits; `/health` needs no API key, which a test
+        may set (`VLLM_API_KEY`). A server that exits or takes too long fails the test that asked for
+        it, with the end of its log."""
         transport = httpx.HTTPTransport(uds=launch.uds) if launch.uds else None
         base = "http://localhost" if launch.uds else f"http://127.0.0.1:{launch.port}"
         deadline = time.monotonic() + _STARTUP_WITHIN
@@ -186,7 +231,7 @@ class _Pool:
                 if launch.proc.poll() is not None:
                     break
                 with contextlib.suppress(httpx.HTTPError):
-                    if client.get(base + "/v1/models").status_code == 200:
+                    if client.get(base + "/health").status_code == 200:
                         return
                 if time.monotonic() > deadline:
                     launch.stop()
@@ -251,6 +296,7 @@ def pytest_configure(config: pytest.Config) -> None:
     vllm_test_utils: Any = importlib.import_module("tests.utils")  # vLLM's, from the sdist's root on sys.path
     server = _server_class(vllm_test_utils.RemoteOpenAIServer)
     vllm_test_utils.RemoteOpenAIServer = server
+    _serve_adapters_locally()
     global _SERVER_TYPES
     _SERVER_TYPES = (server,)
 
