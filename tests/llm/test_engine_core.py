@@ -125,7 +125,9 @@ EVERY_FIELD = GenerateRequest(
 
 # Multimodal features need a multimodal model: refused here (tested below), lowered on the tiny LLaVA in
 # tests/multimodal (equal to vLLM's processor output, through to the engine's cache counters).
-NOT_LOWERED_HERE = {"mm_features", "sampling_params"}
+# `admission_n` is read by EngineCoreLlm's queue limits, never sent to the engine
+# (tests/differential/test_admission.py).
+NOT_LOWERED_HERE = {"mm_features", "sampling_params", "admission_n"}
 
 
 def _sp(ecr: Any) -> Any:

@@ -189,6 +189,10 @@ def test_n_children_ids_and_seeds(text_llm: TextLlm) -> None:
     assert [r.sampling_params.seed for r in reqs] == [11, 12, 13]
     unseeded = text_llm.lower(TextRequest(request_id="u", prompt=PROMPT, params=TextSamplingParams(n=2)))
     assert [r.sampling_params.seed for r in unseeded] == [None, None]
+    # A queue limit admits the choices at once, with the first (vLLM's check_admission(n)).
+    assert [r.admission_n for r in reqs] == [3, 0, 0]
+    (single,) = text_llm.lower(TextRequest(request_id="s", prompt=PROMPT))
+    assert single.admission_n == 1
 
 
 def test_request_options_pass_through(text_llm: TextLlm) -> None:

@@ -356,4 +356,6 @@ def _child(request: TextRequest, prompt: list[int], sp: SamplingParams, index: i
         reasoning_parser_kwargs=request.reasoning_parser_kwargs,
         session_id=request.session_id,
         ec_transfer_params=request.ec_transfer_params,
+        # A queue limit admits the n choices at once, with the first, as vLLM's check_admission(n).
+        admission_n=n if index == 0 else 0,
     )
