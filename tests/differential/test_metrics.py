@@ -20,9 +20,6 @@ LEFT_OUT = {
     "model of FLOPs and bytes per step) are not computed by our frontend",
     "vllm:estimated_read_bytes_per_gpu": "as vllm:estimated_flops_per_gpu",
     "vllm:estimated_write_bytes_per_gpu": "as vllm:estimated_flops_per_gpu",
-    "vllm:admission_rejections": "our frontend has no admission queue limits (vLLM's max_num_queued_reqs / "
-    "max_num_queued_tokens), so nothing is ever rejected there; a zero counter would describe a "
-    "feature we do not have",
     "vllm:tool_call_parser_invocations": "our chat layer's tool parsers report no per-request parse outcome "
     "yet (not part of the engine's PrometheusStatLogger)",
 }

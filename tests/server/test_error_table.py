@@ -55,6 +55,8 @@ EXPECTED: dict[str, tuple[int | None, str, str | None]] = {
     "vllm_remote_llm._errors.WireRevisionMismatch": (400, "UNIMPLEMENTED", "BadRequestError"),
     "vllm_remote_llm._mux.SessionEnded": (503, "UNAVAILABLE", "ServiceUnavailableError"),
     "vllm_llm._errors.Unavailable": (503, "UNAVAILABLE", "ServiceUnavailableError"),
+    # vLLM's GracefulHTTPError (QueueOverflowError, MaxQueuedTokensError): typed by the status's phrase.
+    "vllm_llm._errors.AdmissionRefused": (503, "UNAVAILABLE", "Service Unavailable"),
     "vllm_llm._errors.Remote": (500, "INTERNAL", "InternalServerError"),
     "vllm_llm._errors.EngineDead": (500, "INTERNAL", "InternalServerError"),
 }

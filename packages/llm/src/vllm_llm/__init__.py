@@ -3,6 +3,9 @@
 from vllm_llm._channel import OutputChannel, merge_outputs
 from vllm_llm._engine_settings import EngineCoreSettings
 from vllm_llm._errors import (
+    ADMISSION_REASONS,
+    AdmissionReason,
+    AdmissionRefused,
     EngineDead,
     InvalidRequest,
     LlmError,
@@ -52,6 +55,9 @@ from vllm_llm.text import (
 from vllm_llm.watch import Watch, WatchSender
 
 __all__ = [
+    "ADMISSION_REASONS",
+    "AdmissionReason",
+    "AdmissionRefused",
     "ChatChoice",
     "ChatDelta",
     "ChatLlm",

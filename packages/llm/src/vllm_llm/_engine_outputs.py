@@ -88,6 +88,7 @@ class RequestState:
         "num_cache_creation_tokens",
         "num_cached_tokens",
         "pacer",
+        "prefilling",
         "prompt_len",
         "prompt_logprobs",
         "started",
@@ -104,6 +105,8 @@ class RequestState:
     ) -> None:
         self.external_id = external_id
         self.prompt_len = prompt_len
+        #: No output from the engine yet (vLLM's RequestState.is_prefilling): its prompt is queued.
+        self.prefilling = True
         self.pacer = StreamPacer(stream_interval)
         self.started = False
         self.prompt_logprobs: list[LogprobRow] | None = None
@@ -116,6 +119,7 @@ class RequestState:
     def convert(self, o: Any) -> GenerateOutput | None:
         """The output to send for one EngineCoreOutput; None when it only carried a chunk of prompt
         logprobs, or while the stream interval holds it. (The caller updates `clock` first.)"""
+        self.prefilling = False
         if o.prefill_stats is not None:
             self.num_cached_tokens = o.prefill_stats.num_cached_tokens
             self.num_cache_creation_tokens = o.prefill_stats.num_cache_creation_tokens

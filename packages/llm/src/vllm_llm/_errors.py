@@ -5,6 +5,7 @@ LlmError
 │   └── PromptTooLong(max_model_len, prompt_len)
 ├── Unsupported(message)                   valid, but this Llm cannot do it
 ├── Unavailable(message)                   not now: starting, paused, draining, unreachable (503)
+│   └── AdmissionRefused(reason)           a queue limit refused it before it reached the engine
 ├── RemoteInvalidRequest(message)          a remote server said INVALID_ARGUMENT
 │   └── RemoteNotFound(message)            ... NOT_FOUND: it serves no such model or adapter (404)
 ├── Remote(code, message)                  a remote server failed otherwise
@@ -12,6 +13,13 @@ LlmError
 """
 
 from __future__ import annotations
+
+from typing import Literal, get_args
+
+#: The queue limits an Llm may refuse a request by, named as vLLM names them (its flags and the `reason`
+#: label of `vllm:admission_rejections`).
+AdmissionReason = Literal["max_num_queued_reqs", "max_num_queued_tokens"]
+ADMISSION_REASONS: tuple[AdmissionReason, ...] = get_args(AdmissionReason)
 
 
 class LlmError(Exception):
@@ -66,6 +74,22 @@ class NoTokenizer(LlmError):
 
 class Unavailable(LlmError):
     """The Llm cannot take the request now (starting, paused, draining, unreachable)."""
+
+
+class AdmissionRefused(Unavailable):
+    """A queue limit refused the request before it reached the engine: `reason` names the limit
+    (vLLM's QueueOverflowError and MaxQueuedTokensError, with their messages); retry later or elsewhere."""
+
+    _MESSAGES: dict[str, str] = {
+        "max_num_queued_reqs": "The engine is currently busy and cannot accept new requests. "
+        "Please try again later or on a different instance.",
+        "max_num_queued_tokens": "The engine has reached its prefill token backlog limit. "
+        "Please try again later or on a different instance.",
+    }
+
+    def __init__(self, reason: AdmissionReason) -> None:
+        super().__init__(self._MESSAGES[reason])
+        self.reason: AdmissionReason = reason
 
 
 class RemoteInvalidRequest(LlmError):

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from vllm_llm._channel import OutputChannel
 from vllm_llm._engine_settings import EngineCoreSettings
 from vllm_llm._engine_stats import PROMPT_TOKEN_SOURCES, EngineCounters, EngineStats, IterationObserver
-from vllm_llm._errors import EngineDead, InvalidRequest, LlmError, Unavailable
+from vllm_llm._errors import (
+    ADMISSION_REASONS,
+    AdmissionReason,
+    AdmissionRefused,
+    EngineDead,
+    InvalidRequest,
+    LlmError,
+    Unavailable,
+)
 from vllm_llm._interface import Llm
 from vllm_llm._pacing import effective_interval
 from vllm_llm._stream import GenerateStream
@@ -64,6 +72,11 @@ class EngineCoreLlm(Llm):
         self._sleeping = False
         self._sleep_level = 0
         self._shut_down = False
+        #: vLLM's queue limits (``--max-num-queued-reqs``, ``--max-num-queued-tokens``), known once started;
+        #: vLLM enforces them in its frontend, not in the engine core, so this Llm does.
+        self._max_queued_reqs: int | None = None
+        self._max_queued_tokens: int | None = None
+        self._admission_rejections = dict.fromkeys(ADMISSION_REASONS, 0)
 
     # ---- lifecycle --------------------------------------------------------------------------------
 
@@ -83,6 +96,8 @@ class EngineCoreLlm(Llm):
 
         self._client = client
         self._vllm_config = vllm_config
+        self._max_queued_reqs = vllm_config.scheduler_config.max_num_queued_reqs
+        self._max_queued_tokens = vllm_config.scheduler_config.max_num_queued_tokens
         lora_config = vllm_config.lora_config
         observer = self._stats.iteration_observer
         self._stats = EngineStats(max_loras=lora_config.max_loras if lora_config is not None else None)
@@ -152,6 +167,7 @@ class EngineCoreLlm(Llm):
         assert self._lowering is not None
         internal = self._internal_id(request.request_id)
         try:
+            self._admit(request)
             engine_request = self._lowering.lower(request, internal)
         except LlmError:
             await self._release_remote_prefill(request, internal)
@@ -192,6 +208,29 @@ class EngineCoreLlm(Llm):
         """Abort by external id; each stream ends with a synthesized ABORT output."""
         internal = [i for rid in request_ids for i in self._by_external.get(rid, ())]
         await self._abort_internal(internal)
+
+    def _admit(self, request: GenerateRequest) -> None:
+        """Refuse `request` when a queue limit is reached, as vLLM's frontend does (AsyncLLM.check_admission):
+        in flight plus its `admission_n` sequences over ``max_num_queued_reqs``, or the prompt tokens of the
+        requests still prefilling at or over ``max_num_queued_tokens``. A choice admitted with the first
+        (`admission_n` 0) is never refused alone."""
+        n = request.admission_n
+        if n <= 0:
+            return
+        limit = self._max_queued_reqs
+        current = len(self._requests)
+        if limit is not None and current + n > limit:
+            self._refuse(request, "max_num_queued_reqs", f"{current} in flight, n={n}, max={limit}")
+        limit = self._max_queued_tokens
+        if limit is not None:
+            backlog = self.num_queued_tokens
+            if backlog >= limit:
+                self._refuse(request, "max_num_queued_tokens", f"{backlog} prompt tokens queued, max={limit}")
+
+    def _refuse(self, request: GenerateRequest, reason: AdmissionReason, detail: str) -> None:
+        logger.debug("rejecting request %s by %s (%s)", request.request_id, reason, detail)
+        self._admission_rejections[reason] += 1
+        raise AdmissionRefused(reason)
 
     # ---- engine-core control operations -------------------------------------------------------------
 
@@ -358,6 +397,16 @@ class EngineCoreLlm(Llm):
     def scheduler_stats(self) -> dict[int, Any]:
         """The latest scheduler stats of each engine (with `log_stats`), keyed by engine index."""
         return dict(self._stats.scheduler)
+
+    @property
+    def num_queued_tokens(self) -> int:
+        """Prompt tokens of the requests still prefilling (no output from the engine yet): the backlog
+        ``max_num_queued_tokens`` bounds, counted as vLLM's OutputProcessor counts it (whole prompts)."""
+        return sum(state.prompt_len for state, _ in self._requests.values() if state.prefilling)
+
+    def admission_rejections(self) -> dict[AdmissionReason, int]:
+        """Requests refused by each queue limit since start (vLLM's ``vllm:admission_rejections``)."""
+        return dict(self._admission_rejections)
 
     @property
     def num_in_flight(self) -> int:

@@ -27,6 +27,7 @@ from http import HTTPStatus
 import grpc
 
 from vllm_llm import (
+    AdmissionRefused,
     EngineDead,
     InvalidRequest,
     LlmError,
@@ -208,6 +209,10 @@ ERROR_TABLE: dict[type[BaseException], ErrorRow] = {
     NoTokenizer: ErrorRow(HTTPStatus.NOT_IMPLEMENTED, grpc.StatusCode.UNIMPLEMENTED, "NotImplementedError"),
     Unavailable: ErrorRow(
         HTTPStatus.SERVICE_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE, "ServiceUnavailableError"
+    ),
+    # A queue limit (vLLM's GracefulHTTPError): typed by the status's phrase, "Service Unavailable".
+    AdmissionRefused: ErrorRow(
+        HTTPStatus.SERVICE_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE, HTTPStatus.SERVICE_UNAVAILABLE.phrase
     ),
     EngineDead: _INTERNAL,
     Remote: _INTERNAL,

@@ -13,9 +13,11 @@ Where each figure comes from:
   computed. A router receives `timings` from its workers over the wire, so it records measured values.
 - Engine metrics (scheduler gauges, KV-cache usage, prefix / multimodal cache counters, preemptions,
   prompt tokens by source, `iteration_tokens_total`, `cache_config_info`, `lora_requests_info`,
-  `engine_sleep_state`) exist only on a server that owns its engine core and only while the engine logs
-  stats. A server over a provided `Llm` (a router, a mock) has no engine to read, so it exposes none of
-  them: it reports no gauge it did not measure or receive.
+  `engine_sleep_state`, and `admission_rejections`, which counts the requests the queue limits refused
+  (`--max-num-queued-reqs`, `--max-num-queued-tokens`, enforced by `EngineCoreLlm`)) exist only on a
+  server that owns its engine core and only while the engine logs stats. A server over a provided
+  `Llm` (a router, a mock) has no engine to read, so it exposes none of them: it reports no gauge it
+  did not measure or receive.
 
 The `engine` label: on a server owning its engine core, the engine index as vLLM labels it ("0"; with
 data parallelism the engine gauges and counters carry each engine's index, and the request metrics,
@@ -584,6 +586,15 @@ class _EngineCollector(Collector):
             for i in indexes:
                 info.add_metric([*cache_config.values(), str(i)], 1.0)
             yield info
+        # vLLM's frontend admission counter: both reasons from the start, no `engine` label.
+        rejections = CounterMetricFamily(
+            "vllm:admission_rejections",
+            "Number of admission attempts rejected by a queue limit, by reason.",
+            labels=["model_name", "reason"],
+        )
+        for reason, count in engine.admission_rejections().items():
+            rejections.add_metric([name, reason], float(count))
+        yield rejections
         lora = engine.lora_requests_info()
         if lora is not None:
             max_lora, series = lora
