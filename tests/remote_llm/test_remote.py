@@ -11,6 +11,7 @@ import pytest_asyncio
 
 from tests.support.grpc_serving import Served, eventually, request, serving
 from vllm_llm import (
+    AdmissionRefused,
     InvalidRequest,
     LlmError,
     MockLlm,
@@ -202,6 +203,9 @@ class RaisingLlm(MockLlm):
     [
         (Unsupported("no multimodal here"), Unsupported),
         (Unavailable("not now"), Unavailable),
+        # A queue limit's refusal names its limit (trailing metadata, MuxError.refusal): the same error.
+        (AdmissionRefused("max_num_queued_reqs"), AdmissionRefused),
+        (AdmissionRefused("max_num_queued_tokens"), AdmissionRefused),
         (LlmError("engine trouble"), Remote),
     ],
 )
@@ -217,6 +221,8 @@ async def test_status_codes_map_back_to_errors(
         assert str(err.value) == str(error)
         if isinstance(err.value, Remote):
             assert err.value.code == "INTERNAL"
+        if isinstance(error, AdmissionRefused):
+            assert isinstance(err.value, AdmissionRefused) and err.value.reason == error.reason
         await remote.shutdown()
     await llm.shutdown()
 

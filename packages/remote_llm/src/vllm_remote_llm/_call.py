@@ -30,7 +30,7 @@ import msgspec
 from vllm_llm import LlmError, Remote, Unavailable
 from vllm_llm.wire import FinishReason, GenerateOutput, decoder
 from vllm_remote_llm._errors import error_of_status, translate_errors
-from vllm_remote_llm.protocol import ACCEPTED_KEY
+from vllm_remote_llm.protocol import ACCEPTED_KEY, refusal_of
 
 
 class Undecodable:
@@ -123,7 +123,9 @@ class CallOutputs:
                     metadata = await self._call.initial_metadata()
                 if not any(key == ACCEPTED_KEY for key, _ in metadata or ()):
                     code = await self._call.code()
-                    raise error_of_status(code, await self._call.details())
+                    details = await self._call.details()
+                    refusal = refusal_of(await self._call.trailing_metadata())
+                    raise error_of_status(code, details, refusal)
         except TimeoutError as exc:
             self.close()
             raise Unavailable(f"the server did not accept the request within {bound} s") from exc
@@ -199,7 +201,7 @@ class CallOutputs:
             if self._stalled:
                 raise self._stalled_error() from exc
             self._end()
-            raise error_of_status(exc.code(), exc.details()) from exc
+            raise error_of_status(exc.code(), exc.details(), refusal_of(exc.trailing_metadata())) from exc
         except BaseException as exc:
             if self._stalled:
                 raise self._stalled_error() from exc

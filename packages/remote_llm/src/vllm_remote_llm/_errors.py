@@ -8,6 +8,8 @@ NOT_FOUND           →  RemoteNotFound         the server serves no model or Lo
 UNIMPLEMENTED       →  Unsupported            the server's Llm cannot do it (round-trips the server's
                                               Unsupported, which it maps to UNIMPLEMENTED)
 UNAVAILABLE         →  Unavailable            not now: no worker serves, draining, unreachable
+                       AdmissionRefused       ... a queue limit refused it (the refusal the trailing
+                                              metadata or MuxError names)
 DEADLINE_EXCEEDED   →  Unavailable            the server did not answer in time; like UNAVAILABLE, a
                                               retry (elsewhere, later) may succeed, and the caller
                                               reports 503, not a server fault
@@ -21,7 +23,17 @@ from collections.abc import Iterator
 
 import grpc
 
-from vllm_llm import LlmError, Remote, RemoteInvalidRequest, RemoteNotFound, Unavailable, Unsupported
+from vllm_llm import (
+    ADMISSION_REASONS,
+    AdmissionRefused,
+    LlmError,
+    Remote,
+    RemoteInvalidRequest,
+    RemoteNotFound,
+    Unavailable,
+    Unsupported,
+)
+from vllm_remote_llm.protocol import refusal_of
 
 
 class WireRevisionMismatch(Unsupported):
@@ -36,8 +48,8 @@ class WireRevisionMismatch(Unsupported):
         self.client_revision = client_revision
 
 
-def error_of_status(code: grpc.StatusCode, details: str | None) -> LlmError:
-    """The Llm error for a failed call's status."""
+def error_of_status(code: grpc.StatusCode, details: str | None, refusal: str | None = None) -> LlmError:
+    """The Llm error for a failed call's status (`refusal`: the queue limit its metadata names)."""
     message = details or f"the server failed with {code.name}"
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return RemoteInvalidRequest(message)
@@ -45,6 +57,10 @@ def error_of_status(code: grpc.StatusCode, details: str | None) -> LlmError:
         return RemoteNotFound(message)
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return Unsupported(message)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        for reason in ADMISSION_REASONS:
+            if refusal == reason:
+                return AdmissionRefused(reason)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(message)
     return Remote(message, code=code.name)
@@ -56,4 +72,4 @@ def translate_errors() -> Iterator[None]:
     try:
         yield
     except grpc.aio.AioRpcError as exc:
-        raise error_of_status(exc.code(), exc.details()) from exc
+        raise error_of_status(exc.code(), exc.details(), refusal_of(exc.trailing_metadata())) from exc

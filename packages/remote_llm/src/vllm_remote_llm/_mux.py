@@ -242,7 +242,8 @@ class MuxSession:
                 for failed in message.errors or ():
                     state = opened.pop(failed.request_id, None)
                     if state is not None:
-                        state.channel.fail(error_of_status(_code(failed.code), failed.message))
+                        failure = error_of_status(_code(failed.code), failed.message, failed.refusal)
+                        state.channel.fail(failure)
         except grpc.aio.AioRpcError as exc:
             self.status = exc.code()
             error = _session_error(exc.code(), exc.details())

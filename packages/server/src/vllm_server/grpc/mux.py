@@ -32,7 +32,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 
-from vllm_llm import GenerateStream, InvalidRequest, Llm, LlmError, Unavailable
+from vllm_llm import AdmissionRefused, GenerateStream, InvalidRequest, Llm, LlmError, Unavailable
 from vllm_llm._channel import merge_outputs
 from vllm_llm.wire import (
     GenerateOutput,
@@ -232,7 +232,10 @@ class MuxSession:
         if not isinstance(exc, LlmError | RequestError):
             logger.exception("%s GenerateMux request %r failed", self._service, rid, exc_info=exc)
         mapping = map_error(exc)
-        self._errors.append(MuxError(request_id=rid, code=mapping.grpc_code.name, message=mapping.message))
+        refusal = exc.reason if isinstance(exc, AdmissionRefused) else None
+        self._errors.append(
+            MuxError(request_id=rid, code=mapping.grpc_code.name, message=mapping.message, refusal=refusal)
+        )
         self._wake()
 
     async def _relay(self, request: GenerateRequest) -> None:
