@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import psutil
+import pytest
 
 from tests.support.vllm_server import vllm_server, worker_process
 
@@ -37,6 +38,8 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
 ]
 ROUTES += [(f"{case}-stream", path, {**body, "stream": True}) for case, path, body in ROUTES]
 N2 = {"model": "tiny", "prompt": PROMPT, "max_tokens": 4, "n": 2}
+#: Seconds a refusal may take (the frontend answers it at once; the bound only turns a hang into a failure).
+REFUSAL_WITHIN = 30.0
 LONG = {"model": "tiny", "prompt": PROMPT, "max_tokens": 400, "ignore_eos": True, "stream": True}
 
 
@@ -105,7 +108,11 @@ class _Held:
 
 async def _refused(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[int, Any]:
     """Status and JSON body of a request expected to be refused (a stream's too: nothing was streamed)."""
-    response = await http.post(path, json=body)
+    try:
+        # A refusal is the frontend's alone; a request let through waits on the stopped engine.
+        response = await http.post(path, json=body, timeout=REFUSAL_WITHIN)
+    except httpx.TimeoutException:
+        pytest.fail(f"{path} on {http.base_url} was not refused within {REFUSAL_WITHIN} s")
     return response.status_code, response.json()
 
 
