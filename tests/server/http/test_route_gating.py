@@ -162,6 +162,68 @@ async def test_lora_adapter_routes_load_serve_and_unload(
         assert again.status_code == 404, again.text
 
 
+async def test_lora_adapter_load_errors_are_vllms(
+    worker: RunningServer, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Each refusal of /v1/load_lora_adapter and /v1/unload_lora_adapter has vLLM 0.32's status, type and
+    words (`OpenAIServingModels` in vllm/entrypoints/openai/models/serving.py): its own server tests
+    (serve/lora/test_lora_adapters.py) run on ours in `make conformance` too."""
+    path = str(build_tiny_lora(tiny_model_dir))
+    not_json = tmp_path / "not-json"
+    not_json.mkdir()
+    (not_json / "adapter_config.json").write_text("this is not json")
+
+    async def error(route: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        response = await http.post(route, json=body)
+        return response.status_code, response.json()["error"]
+
+    async with httpx.AsyncClient(base_url=worker.base_url, timeout=120) as http:
+        status, body = await error(
+            "/v1/load_lora_adapter", {"lora_name": "missing", "lora_path": "/not/an/adapter"}
+        )
+        assert (status, body["type"]) == (404, "NotFoundError")
+        assert body["message"] == "Loading lora missing failed: No adapter found for /not/an/adapter"
+        status, body = await error(
+            "/v1/load_lora_adapter", {"lora_name": "broken", "lora_path": str(not_json)}
+        )
+        assert (status, body["type"]) == (500, "InternalServerError")
+        assert str(not_json) not in body["message"]  # no path of the machine in an error body
+        status, body = await error("/v1/load_lora_adapter", {"lora_name": "", "lora_path": path})
+        assert (status, body["type"]) == (400, "InvalidUserInput")
+        assert body["message"] == "Both 'lora_name' and 'lora_path' must be provided."
+        status, body = await error("/v1/load_lora_adapter", {"lora_name": "tiny", "lora_path": path})
+        assert (status, body["message"]) == (
+            400,
+            "The lora adapter 'tiny' conflicts with a served base model.",
+        )
+        loaded = await http.post("/v1/load_lora_adapter", json={"lora_name": "twice", "lora_path": path})
+        assert loaded.status_code == 200, loaded.text
+        try:
+            status, body = await error("/v1/load_lora_adapter", {"lora_name": "twice", "lora_path": path})
+            assert (status, body["type"]) == (400, "InvalidUserInput")
+            assert body["message"] == (
+                "The lora adapter 'twice' has already been loaded. If you want to load the adapter in place, "
+                "set 'load_inplace' to True."
+            )
+            again = await http.post(
+                "/v1/load_lora_adapter", json={"lora_name": "twice", "lora_path": path, "load_inplace": True}
+            )
+            assert again.status_code == 200, again.text
+        finally:
+            assert (
+                await http.post("/v1/unload_lora_adapter", json={"lora_name": "twice"})
+            ).status_code == 200
+        status, body = await error("/v1/unload_lora_adapter", {"lora_name": "twice"})
+        assert (status, body["type"]) == (404, "NotFoundError")
+        assert body["message"] == "The lora adapter 'twice' cannot be found."
+        status, body = await error("/v1/unload_lora_adapter", {"lora_name": ""})
+        assert (status, body["type"]) == (400, "InvalidUserInput")
+        assert body["message"] == "'lora_name' needs to be provided to unload a LoRA adapter."
+        # Nothing of the refused loads is served.
+        models = [m["id"] for m in (await http.get("/v1/models")).json()["data"]]
+        assert not {"missing", "broken", "twice"} & set(models)
+
+
 async def test_probes_follow_the_llm(mock_server: tuple[RunningServer, MockLlm]) -> None:
     running, llm = mock_server
     async with httpx.AsyncClient(base_url=running.base_url) as http:

@@ -10,6 +10,7 @@ RequestError(message, param)         a bad request the server itself detects
 │                                    ends with vLLM's ` (parameter=..., value=...)`
 │   └── InvalidBody(issues)          a body that is not JSON or fails validation:
 │                                    type "Bad Request", as vLLM's FastAPI handler
+│   └── InvalidUserInput             a runtime LoRA load or unload vLLM refuses: type "InvalidUserInput"
 ├── Unauthenticated                  no or a wrong API key                      401  UNAUTHENTICATED
 ├── NotFound                         unknown model, adapter or route            404  NOT_FOUND
 ├── MethodNotAllowed                 a known route asked with another method    405  INVALID_ARGUMENT
@@ -47,6 +48,7 @@ __all__ = [
     "ErrorMapping",
     "ErrorRow",
     "InvalidBody",
+    "InvalidUserInput",
     "MalformedBody",
     "MethodNotAllowed",
     "NotFound",
@@ -83,6 +85,11 @@ class BadParameter(BadRequest):
         extras = f"parameter={param}" if value is None else f"parameter={param}, value={value}"
         super().__init__(f"{message} ({extras})", param=param)
         self.value = value
+
+
+class InvalidUserInput(BadRequest):
+    """A runtime LoRA load or unload vLLM refuses (no name or path, a base model's name, a name already
+    loaded), typed as vLLM types it: "InvalidUserInput"."""
 
 
 class MalformedBody(BadRequest):
@@ -183,6 +190,7 @@ ERROR_TABLE: dict[type[BaseException], ErrorRow] = {
     RequestError: _BAD_REQUEST,
     BadRequest: _BAD_REQUEST,
     MalformedBody: ErrorRow(HTTPStatus.BAD_REQUEST, grpc.StatusCode.INVALID_ARGUMENT, "Bad Request"),
+    InvalidUserInput: ErrorRow(HTTPStatus.BAD_REQUEST, grpc.StatusCode.INVALID_ARGUMENT, "InvalidUserInput"),
     # vLLM's FastAPI validation handler types these by the status's phrase.
     InvalidBody: ErrorRow(
         HTTPStatus.BAD_REQUEST, grpc.StatusCode.INVALID_ARGUMENT, HTTPStatus.BAD_REQUEST.phrase
