@@ -30,7 +30,9 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from vllm_frontend_testing.conformance import MODULES, RECORD, VLLM_VERSION
 from vllm_frontend_testing.tiny_model import build_tiny_model
@@ -107,12 +109,14 @@ def _install_wheel(requirement: str) -> None:
         wheel.extractall(_site())
 
 
-def run(
-    server: str, tests: list[str], results: Path, logs: Path, pytest_args: list[str]
-) -> dict[str, tuple[str, bool]]:
-    """Run `tests` (node ids or paths under the sdist's root) against `server`: each test's outcome
-    (`passed`, `failed` or `skipped`) and whether it reached a server (vLLM's modules also hold
-    in-process tests of vLLM's own classes, which do not, and are not counted)."""
+#: What a server start costs beside one test, in tests (for sharing the tests out between jobs).
+_START_IN_TESTS = 30
+
+
+def _pytest(
+    server: str, tests: list[str], results: Path, logs: Path, pytest_args: list[str], **popen: Any
+) -> subprocess.Popen[bytes]:
+    """pytest over `tests` (node ids or paths under the sdist's root) against `server`, started."""
     root = fetch()
     env = dict(os.environ)
     paths = [str(root), str(_site()), env.get("PYTHONPATH", "")]
@@ -123,16 +127,109 @@ def run(
     env["VLLM_CONFORMANCE_RESULTS"] = str(results.resolve())
     env["HF_HUB_OFFLINE"] = "1"
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    env.update(popen.pop("env", {}))
     results.unlink(missing_ok=True)
     argv = [
         sys.executable, "-m", "pytest", "-p", "vllm_frontend_testing.conformance.plugin",
         "-p", "no:cacheprovider", "-q", "-rN", "--rootdir", str(root), *pytest_args, *tests,
     ]  # fmt: skip
-    print(f"conformance: {server}: pytest over {len(tests)} modules or tests (logs in {logs})", flush=True)
-    subprocess.run(argv, cwd=root, env=env, check=False)
+    return subprocess.Popen(argv, cwd=root, env=env, **popen)
+
+
+def _reports(results: Path) -> dict[str, dict[str, Any]]:
     if not results.is_file():
-        raise SystemExit("conformance: pytest wrote no results (it did not start; see above)")
-    reports: dict[str, dict[str, object]] = json.loads(results.read_text())
+        raise SystemExit(f"conformance: pytest wrote no results to {results} (it did not start; see above)")
+    reports: dict[str, dict[str, Any]] = json.loads(results.read_text())
+    return reports
+
+
+def plan(tests: list[str], work: Path, pytest_args: list[str]) -> dict[str, list[tuple[str, ...]]]:
+    """The servers (model and arguments) each test asks for: its fixtures set up, no server started and
+    no test body run (the plugin's plan run)."""
+    results = work / "plan.json"
+    _pytest("plan", tests, results, work / "logs", pytest_args, stdout=subprocess.DEVNULL).wait()
+    return {
+        node: [tuple(key) for key in report.get("servers", [])] for node, report in _reports(results).items()
+    }
+
+
+def share(tests: list[str], servers: Mapping[str, Sequence[tuple[str, ...]]], jobs: int) -> list[list[str]]:
+    """`tests` (node ids) in `jobs` shares that start about as many servers and run about as many tests,
+    the tests asking for one server in one share, one after the other (so that it starts once), in the
+    order they came in; a test that asks for no server (or was not planned) goes with the first share."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for node in tests:
+        keys = servers.get(node) or [()]
+        groups.setdefault(keys[0], []).append(node)
+    shares: list[list[str]] = [[] for _ in range(jobs)]
+    loads = [0] * jobs
+    for key, nodes in sorted(groups.items(), key=lambda group: -len(group[1])):  # biggest first
+        cost = len(nodes) + (_START_IN_TESTS if key else 0)
+        least = loads.index(min(loads)) if key else 0
+        shares[least] += nodes
+        loads[least] += cost
+    first = {node: i for i, node in enumerate(tests)}
+    key_of = {node: key for key, nodes in groups.items() for node in nodes}
+    group_at = {key: min(first[node] for node in nodes) for key, nodes in groups.items()}
+    return [
+        sorted(nodes, key=lambda node: (group_at[key_of[node]], first[node])) for nodes in shares if nodes
+    ]
+
+
+def run(
+    server: str, tests: list[str], work: Path, pytest_args: list[str], jobs: int = 1
+) -> dict[str, tuple[str, bool]]:
+    """Run `tests` (node ids or paths under the sdist's root) against `server`: each test's outcome
+    (`passed`, `failed` or `skipped`) and whether it reached a server (vLLM's modules also hold
+    in-process tests of vLLM's own classes, which do not, and are not counted).
+
+    With `jobs` > 1, a plan run first finds the servers each test asks for, and `jobs` pytest processes
+    run a share each (`share`), side by side; each job's engines run on a CPU of their own
+    (`VLLM_CPU_OMP_THREADS_BIND`, unless it is set), job `i`'s output is in `logs/job-i.log`."""
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    results = work / f"{server}.json"
+    if jobs <= 1:
+        print(
+            f"conformance: {server}: pytest over {len(tests)} modules or tests (logs in {logs})", flush=True
+        )
+        _pytest(server, tests, results, logs, pytest_args).wait()
+        reports = _reports(results)
+    else:
+        servers = plan(tests, work, pytest_args)
+        shares = share(list(servers), servers, jobs)
+        cpus = sorted(os.sched_getaffinity(0))
+        procs: list[tuple[subprocess.Popen[bytes], Path, Path]] = []
+        for i, nodes in enumerate(shares):
+            log = logs / f"job-{i}.log"
+            starts = len({keys[0] for node in nodes if (keys := servers[node])})
+            print(
+                f"conformance: {server}: job {i}: {len(nodes)} tests on {starts} servers (output in {log})",
+                flush=True,
+            )
+            env = {"VLLM_CONFORMANCE_JOB": str(i)}
+            if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
+                env["VLLM_CPU_OMP_THREADS_BIND"] = str(cpus[i % len(cpus)])
+            job_results = work / f"{server}-job-{i}.json"
+            with log.open("wb") as out:
+                proc = _pytest(
+                    server,
+                    nodes,
+                    job_results,
+                    logs,
+                    pytest_args,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            procs.append((proc, job_results, log))
+        reports = {}
+        for i, (proc, job_results, log) in enumerate(procs):
+            code = proc.wait()
+            tail = log.read_text(errors="replace").splitlines()[-3:]
+            print(f"conformance: {server}: job {i} ended ({code}): " + " / ".join(tail), flush=True)
+            reports.update(_reports(job_results))
+        results.write_text(json.dumps(reports, indent=1, sort_keys=True) + "\n")
     return {node: (str(report["outcome"]), bool(report["server"])) for node, report in reports.items()}
 
 
@@ -158,6 +255,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=("ours", "vllm"), default="ours", help="for run")
     parser.add_argument("--record", type=Path, default=RECORD, help="the record of vLLM's passes")
     parser.add_argument("--work", type=Path, default=Path("conformance-results"), help="results and logs")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="pytest processes side by side, each with a share of the servers"
+    )
+    parser.add_argument(
+        "--with-known",
+        action="store_true",
+        help="for check: run the known differences too (a known difference that passes then fails the check)",
+    )
     parser.add_argument("tests", nargs="*", help="node ids or paths under the sdist's root (default: all)")
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)
@@ -169,8 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print(fetch())
         return 0
     if args.command == "run":
-        results = work / f"{args.server}.json"
-        reports = run(args.server, args.tests or list(MODULES), results, work / "logs", pytest_args)
+        reports = run(args.server, args.tests or list(MODULES), work, pytest_args, args.jobs)
         served = [outcome for outcome, server in reports.values() if server]
         print(
             f"conformance: {args.server}: {served.count('passed')} of the {len(served)} tests that reached a "
@@ -178,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     if args.command == "record":
-        reports = run("vllm", args.tests or list(MODULES), work / "vllm.json", work / "logs", pytest_args)
+        reports = run("vllm", args.tests or list(MODULES), work, pytest_args, args.jobs)
         outcomes = {node: outcome for node, (outcome, server) in reports.items() if server}
         passes = {node for node, outcome in outcomes.items() if outcome == "passed"}
         print(f"conformance: vllm: {len(passes)} of the {len(outcomes)} tests that reached a server passed")
@@ -197,7 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     wanted = args.tests
     recorded = [node for node in _read_record(args.record) if not wanted or any(map(node.startswith, wanted))]
     known = _read_known(args.record.with_name(KNOWN_NAME))
-    reports = run("ours", recorded, work / "ours.json", work / "logs", pytest_args)  # only the recorded
+    if not args.with_known:
+        skipped = len(set(known) & set(recorded))
+        print(f"conformance: {skipped} known differences not run (--with-known runs them)")
+        recorded = [node for node in recorded if node not in known]
+    reports = run("ours", recorded, work, pytest_args, args.jobs)  # only the recorded
     outcomes = {node: outcome for node, (outcome, _) in reports.items()}
     failing = [node for node in recorded if outcomes.get(node) != "passed"]
     print(

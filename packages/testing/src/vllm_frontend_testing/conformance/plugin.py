@@ -4,9 +4,12 @@ Loaded by `python -m vllm_frontend_testing.conformance run` (`-p vllm_frontend_t
 with the sdist's root on `sys.path`, so that `tests.utils` is vLLM's. Chosen by the environment:
 
 - `VLLM_CONFORMANCE_SERVER`: `ours` (`vllm-frontend serve`) or `vllm` (vLLM's
-  `python -m vllm.entrypoints.openai.api_server`);
+  `python -m vllm.entrypoints.openai.api_server`), or `plan`: no server starts and no test body runs; the
+  results name, for each test, the servers (model and arguments) its fixtures asked for, which is how
+  `check --jobs N` groups the tests by server and shares them out;
 - `VLLM_CONFORMANCE_MODEL`: the model directory served, under the name the test asks for;
-- `VLLM_CONFORMANCE_LOGS`: a directory for each server's output;
+- `VLLM_CONFORMANCE_LOGS`: a directory for each server's output (`VLLM_CONFORMANCE_JOB`, when set,
+  names the job in the file names: the jobs of one run share the directory);
 - `VLLM_CONFORMANCE_RESULTS`: a JSON file the outcome of every test is written to, and whether it
   reached a server (vLLM's modules also hold in-process tests of vLLM's own classes, which do not).
 
@@ -15,9 +18,9 @@ tiny adapters of the tiny model, one per repository (its own seed), built locall
 given to either server, as the tiny model is served under the name the test asks for.
 
 Servers are shared: a test module's `RemoteOpenAIServer(model, args)` with the same model and arguments
-as one already started (or just released) gets that one. A released server keeps running until a server
-with other arguments is asked for, so a module's servers start once and consecutive modules with the
-same arguments share one; every server is stopped when the session ends.
+as one already started (or released) gets that one. Released servers keep running, the most recently
+used `VLLM_CONFORMANCE_IDLE` of them (2 unless set), so that modules asking for the same arguments share
+one server even when other modules come between; every server is stopped when the session ends.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +116,14 @@ def _without_port(args: list[str]) -> list[str]:
     return kept
 
 
+def _planning() -> bool:
+    return os.environ.get("VLLM_CONFORMANCE_SERVER") == "plan"
+
+
+def _idle_kept() -> int:
+    return int(os.environ.get("VLLM_CONFORMANCE_IDLE", "2"))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -123,15 +135,22 @@ class _Launch:
     """One server process, shared by every `RemoteOpenAIServer` with the same model and arguments."""
 
     key: tuple[str, ...]
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | None  # None in a plan run: no server is started
     port: int | None
     uds: str | None
     log_path: Path
     users: int = 0
     env: dict[str, str] = field(default_factory=dict)
+    #: When it was last asked for or released (`time.monotonic()`): the idle servers kept are the latest.
+    used: float = 0.0
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
         """SIGTERM the server; its whole process group is killed if it has not ended within 30 s."""
+        if self.proc is None:
+            return
         with contextlib.suppress(ProcessLookupError):
             self.proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -150,29 +169,56 @@ class _Pool:
         self.count = 0
         #: How many times a server was asked for.
         self.acquired = 0
+        #: The keys asked for since the current test's setup began (a plan run).
+        self.asked: list[tuple[str, ...]] = []
+        #: Servers being stopped, each by a thread of its own.
+        self.stopping: list[threading.Thread] = []
 
     def acquire(self, model: str, args: list[str], env_dict: dict[str, str] | None) -> _Launch:
         self.acquired += 1
         key = (model, *_without_port(args), *sorted(f"{k}={v}" for k, v in (env_dict or {}).items()))
+        self.asked.append(key)
         launch = self.launches.get(key)
-        if launch is not None and launch.proc.poll() is None:
+        if launch is not None and (launch.running() or _planning()):
             launch.users += 1
+            launch.used = time.monotonic()
             return launch
-        for other in [launch for launch in self.launches.values() if launch.users == 0]:
-            other.stop()
-            del self.launches[other.key]
-        launch = self._start(key, model, args, env_dict)
+        if launch is not None:  # it exited: started again below
+            del self.launches[key]
+        self._keep_idle(_idle_kept() - 1)  # room for the one about to start
+        launch = self._plan(key, args) if _planning() else self._start(key, model, args, env_dict)
         launch.users += 1
+        launch.used = time.monotonic()
         self.launches[key] = launch
         return launch
 
     def release(self, launch: _Launch) -> None:
         launch.users = max(0, launch.users - 1)
+        launch.used = time.monotonic()
+        self._keep_idle(_idle_kept())
+
+    def _keep_idle(self, most: int) -> None:
+        """Stop the idle servers (no test holds them) but the `most` most recently used."""
+        idle = sorted((x for x in self.launches.values() if x.users == 0), key=lambda x: x.used)
+        for launch in idle[: max(0, len(idle) - max(0, most))]:
+            # Stopped beside the next start, not before it (an engine takes seconds to end).
+            stopping = threading.Thread(target=launch.stop, name=f"stop {launch.log_path.name}", daemon=True)
+            stopping.start()
+            self.stopping.append(stopping)
+            del self.launches[launch.key]
+
+    def _plan(self, key: tuple[str, ...], args: list[str]) -> _Launch:
+        """A server that is not started (a plan run): a port nothing listens on."""
+        uds = _flag_value(args, "--uds")
+        port = None if uds is not None else _free_port()
+        return _Launch(key=key, proc=None, port=port, uds=uds, log_path=Path(os.devnull))
 
     def stop_all(self) -> None:
         for launch in self.launches.values():
             launch.stop()
         self.launches.clear()
+        for stopping in self.stopping:
+            stopping.join()
 
     def _start(
         self, key: tuple[str, ...], model: str, args: list[str], env_dict: dict[str, str] | None
@@ -182,7 +228,8 @@ class _Pool:
         logs = Path(os.environ.get("VLLM_CONFORMANCE_LOGS", "conformance-logs"))
         logs.mkdir(parents=True, exist_ok=True)
         self.count += 1
-        log_path = logs / f"{self.count:03d}-{which}.log"
+        job = os.environ.get("VLLM_CONFORMANCE_JOB")
+        log_path = logs / f"{'' if job is None else f'job-{job}-'}{self.count:03d}-{which}.log"
         served = [] if _has_flag(args, "--served-model-name") else ["--served-model-name", model]
         uds = _flag_value(args, "--uds")
         port = None if uds is not None else int(_flag_value(args, *_PORT_FLAGS) or _free_port())
@@ -228,7 +275,7 @@ class _Pool:
         deadline = time.monotonic() + _STARTUP_WITHIN
         with httpx.Client(transport=transport, timeout=5) as client:
             while True:
-                if launch.proc.poll() is not None:
+                if not launch.running():
                     break
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(base + "/health").status_code == 200:
@@ -238,12 +285,16 @@ class _Pool:
                     break
                 time.sleep(0.5)
         tail = "\n".join(launch.log_path.read_text(errors="replace").splitlines()[-40:])
-        raise RuntimeError(f"the server did not come up (exit {launch.proc.poll()}); its log ends:\n{tail}")
+        code = launch.proc.poll() if launch.proc is not None else None
+        raise RuntimeError(f"the server did not come up (exit {code}); its log ends:\n{tail}")
 
 
 _POOL = _Pool()
-#: Each test's outcome (`passed`, `failed`, `skipped`) and whether it reached a server.
+#: Each test's outcome (`passed`, `failed`, `skipped`), whether it reached a server, and in a plan run
+#: the servers it asked for (`servers`: each a model and its arguments).
 _RESULTS: dict[str, dict[str, Any]] = {}
+#: A plan run: the servers each test asked for.
+_PLANNED: dict[str, list[list[str]]] = {}
 #: The tests that reached a server: one of their fixtures is a server, or they asked for one.
 _SERVED: set[str] = set()
 
@@ -311,14 +362,40 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             _SERVED.add(item.nodeid)
 
 
-def _uses_a_server(item: pytest.Item) -> bool:
-    """Whether one of the fixtures `item` was given (directly or through another) is a server."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """In a plan run, a test's body is not run: its fixtures (which ask for its servers) were set up."""
+    return True if _planning() else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    """In a plan run, the servers asked for while `item`'s fixtures are set up are its own (a fixture that
+    then fails, reaching for a server that is not there, still says which server it wanted)."""
+    _POOL.asked = []
+    try:
+        return (yield)
+    finally:
+        if _planning():
+            keys = [list(key) for key in _POOL.asked]
+            keys += [list(server._launch.key) for server in _servers_of(item)]
+            _PLANNED[item.nodeid] = [key for i, key in enumerate(keys) if key not in keys[:i]]
+
+
+def _servers_of(item: pytest.Item) -> list[Any]:
+    """The servers among the fixtures `item` was given (directly or through another)."""
     info: Any = getattr(item, "_fixtureinfo", None)
+    servers: list[Any] = []
     for definitions in getattr(info, "name2fixturedefs", {}).values():
         cached = getattr(definitions[-1], "cached_result", None) if definitions else None
-        if cached is not None and isinstance(cached[0], _SERVER_TYPES):
-            return True
-    return False
+        if cached is not None and isinstance(cached[0], _SERVER_TYPES) and cached[0] not in servers:
+            servers.append(cached[0])
+    return servers
+
+
+def _uses_a_server(item: pytest.Item) -> bool:
+    """Whether one of the fixtures `item` was given (directly or through another) is a server."""
+    return bool(_servers_of(item))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -332,6 +409,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def _write_results() -> None:
     results = os.environ.get("VLLM_CONFORMANCE_RESULTS")
     if results:
+        for node, servers in _PLANNED.items():
+            _RESULTS.setdefault(node, {"outcome": "planned", "server": bool(servers)})["servers"] = servers
         Path(results).write_text(json.dumps(_RESULTS, indent=1, sort_keys=True) + "\n")
 
 
