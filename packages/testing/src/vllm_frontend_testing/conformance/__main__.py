@@ -109,8 +109,11 @@ def _install_wheel(requirement: str) -> None:
         wheel.extractall(_site())
 
 
-#: What a server start costs beside one test, in tests (for sharing the tests out between jobs).
-_START_IN_TESTS = 30
+#: Beside the record: the server group of each recorded test, and how long it took (`plan` writes it).
+SERVERS_NAME = f"vllm-{VLLM_VERSION}-servers.txt"
+#: What a test costs when no run measured it, in seconds, and a server's start beside it.
+_TEST_SECONDS = 5.0
+_START_SECONDS = 45.0
 
 
 def _pytest(
@@ -153,39 +156,85 @@ def plan(tests: list[str], work: Path, pytest_args: list[str]) -> dict[str, list
     }
 
 
-def share(tests: list[str], servers: Mapping[str, Sequence[tuple[str, ...]]], jobs: int) -> list[list[str]]:
-    """`tests` (node ids) in `jobs` shares that start about as many servers and run about as many tests,
-    the tests asking for one server in one share, one after the other (so that it starts once), in the
-    order they came in; a test that asks for no server (or was not planned) goes with the first share."""
-    groups: dict[tuple[str, ...], list[str]] = {}
+def groups_of(servers: Mapping[str, Sequence[tuple[str, ...]]]) -> dict[str, str]:
+    """Each test's server group (`s1`, `s2`, ... by the first test asking for its first server; `-` for a
+    test that asks for none)."""
+    numbers: dict[tuple[str, ...], int] = {}
+    groups: dict[str, str] = {}
+    for node, keys in servers.items():
+        if keys:
+            groups[node] = f"s{numbers.setdefault(keys[0], len(numbers) + 1)}"
+        else:
+            groups[node] = "-"
+    return groups
+
+
+def read_servers(path: Path) -> tuple[dict[str, str], dict[str, float]]:
+    """The server group of each test and how long it took (`GROUP SECONDS NODE` a line), from `path`."""
+    groups: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line and not line.startswith("#"):
+                group, took, node = line.split(maxsplit=2)
+                groups[node] = group
+                seconds[node] = float(took)
+    return groups, seconds
+
+
+def share(
+    tests: list[str], groups: Mapping[str, str], seconds: Mapping[str, float], jobs: int
+) -> list[list[str]]:
+    """`tests` (node ids) in at most `jobs` shares that take about as long, the tests of one server group
+    in one share, one after the other (so that its server starts once), in the order they came in. A
+    group's cost is what its tests took (the first one's set-up starts the server), or an estimate for
+    tests not measured; the tests that ask for no server (group `-`) go with the first share."""
+    members: dict[str, list[str]] = {}
     for node in tests:
-        keys = servers.get(node) or [()]
-        groups.setdefault(keys[0], []).append(node)
+        members.setdefault(groups.get(node, "-"), []).append(node)
+
+    def cost(nodes: list[str]) -> float:
+        measured = [seconds[node] for node in nodes if seconds.get(node, 0.0) > 0]  # 0: not measured
+        guessed = (len(nodes) - len(measured)) * _TEST_SECONDS
+        return sum(measured) + guessed + (0.0 if measured else _START_SECONDS)
+
     shares: list[list[str]] = [[] for _ in range(jobs)]
-    loads = [0] * jobs
-    for key, nodes in sorted(groups.items(), key=lambda group: -len(group[1])):  # biggest first
-        cost = len(nodes) + (_START_IN_TESTS if key else 0)
-        least = loads.index(min(loads)) if key else 0
-        shares[least] += nodes
-        loads[least] += cost
+    loads = [0.0] * jobs
+    if "-" in members:
+        shares[0] += members["-"]
+        loads[0] += cost(members["-"])
+    for group, nodes in sorted(members.items(), key=lambda item: -cost(item[1])):  # the longest first
+        if group != "-":
+            least = loads.index(min(loads))
+            shares[least] += nodes
+            loads[least] += cost(nodes)
     first = {node: i for i, node in enumerate(tests)}
-    key_of = {node: key for key, nodes in groups.items() for node in nodes}
-    group_at = {key: min(first[node] for node in nodes) for key, nodes in groups.items()}
-    return [
-        sorted(nodes, key=lambda node: (group_at[key_of[node]], first[node])) for nodes in shares if nodes
-    ]
+    group_at = {group: min(first[node] for node in nodes) for group, nodes in members.items()}
+    order = {node: (group_at[groups.get(node, "-")], first[node]) for node in tests}
+    return [sorted(nodes, key=order.__getitem__) for nodes in shares if nodes]
+
+
+def _under(test: str, groups: Mapping[str, str]) -> list[str]:
+    """The planned node ids under `test` (a module or a directory), in their order."""
+    return [node for node in groups if node == test or node.startswith((test + "::", test.rstrip("/") + "/"))]
 
 
 def run(
-    server: str, tests: list[str], work: Path, pytest_args: list[str], jobs: int = 1
+    server: str,
+    tests: list[str],
+    work: Path,
+    pytest_args: list[str],
+    jobs: int = 1,
+    servers_file: Path | None = None,
 ) -> dict[str, tuple[str, bool]]:
     """Run `tests` (node ids or paths under the sdist's root) against `server`: each test's outcome
     (`passed`, `failed` or `skipped`) and whether it reached a server (vLLM's modules also hold
     in-process tests of vLLM's own classes, which do not, and are not counted).
 
-    With `jobs` > 1, a plan run first finds the servers each test asks for, and `jobs` pytest processes
-    run a share each (`share`), side by side; each job's engines run on a CPU of their own
-    (`VLLM_CPU_OMP_THREADS_BIND`, unless it is set), job `i`'s output is in `logs/job-i.log`."""
+    With `jobs` > 1, `jobs` pytest processes run a share each (`share`), side by side, by the server
+    groups of `servers_file` (a plan run finds those of the tests it does not name); each job's engines
+    run on a CPU of their own (`VLLM_CPU_OMP_THREADS_BIND`, unless it is set); job `i`'s output is in
+    `logs/job-i.log`."""
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     results = work / f"{server}.json"
@@ -196,13 +245,20 @@ def run(
         _pytest(server, tests, results, logs, pytest_args).wait()
         reports = _reports(results)
     else:
-        servers = plan(tests, work, pytest_args)
-        shares = share(list(servers), servers, jobs)
+        servers_file = servers_file or RECORD.with_name(SERVERS_NAME)
+        groups, seconds = read_servers(servers_file)
+        unknown = [test for test in tests if test not in groups]  # a module, or a test not planned yet
+        if unknown:
+            print(f"conformance: planning {len(unknown)} tests or modules not in {servers_file}", flush=True)
+            planned = groups_of(plan(unknown, work, pytest_args))
+            groups.update({node: f"new-{group}" if group != "-" else "-" for node, group in planned.items()})
+        nodes_run = [node for test in tests for node in ([test] if test in groups else _under(test, groups))]
+        shares = share(nodes_run, groups, seconds, jobs)
         cpus = sorted(os.sched_getaffinity(0))
         procs: list[tuple[subprocess.Popen[bytes], Path, Path]] = []
         for i, nodes in enumerate(shares):
             log = logs / f"job-{i}.log"
-            starts = len({keys[0] for node in nodes if (keys := servers[node])})
+            starts = len({groups[node] for node in nodes} - {"-"})
             print(
                 f"conformance: {server}: job {i}: {len(nodes)} tests on {starts} servers (output in {log})",
                 flush=True,
@@ -249,9 +305,36 @@ def _read_known(path: Path) -> dict[str, str]:
     return known
 
 
+def _write_plan(record: Path, work: Path, pytest_args: list[str]) -> int:
+    """Write the server group of every recorded test beside the record, with how long it took in the last
+    check in `work` (`ours.json`), if there was one."""
+    nodes = _read_record(record)
+    groups = groups_of(plan(nodes, work, pytest_args))
+    last = work / "ours.json"
+    took = (
+        {node: float(r.get("seconds", 0.0)) for node, r in _reports(last).items()} if last.is_file() else {}
+    )
+    missing = [node for node in nodes if node not in groups]
+    if missing:
+        raise SystemExit(
+            f"conformance: the plan run did not reach {len(missing)} recorded tests: {missing[:5]}"
+        )
+    path = record.with_name(SERVERS_NAME)
+    header = (
+        f"# The server group of each test of {record.name} (tests asking for the same model and arguments\n"
+        "# share one) and the seconds it took in a check, its server's start in the first test's: what\n"
+        "# `check --jobs N` shares the tests out by. `python -m vllm_frontend_testing.conformance plan`\n"
+        "# writes it (after a `check --with-known` in the same --work, for the seconds). GROUP SECONDS NODE\n"
+    )
+    lines = [f"{groups[node]} {took.get(node, 0.0):.1f} {node}\n" for node in nodes]
+    path.write_text(header + "".join(lines))
+    print(f"conformance: {len(nodes)} tests in {len(set(groups.values()) - {'-'})} server groups, in {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vllm_frontend_testing.conformance", description=__doc__)
-    parser.add_argument("command", choices=("fetch", "run", "record", "check"))
+    parser.add_argument("command", choices=("fetch", "run", "record", "check", "plan"))
     parser.add_argument("--server", choices=("ours", "vllm"), default="ours", help="for run")
     parser.add_argument("--record", type=Path, default=RECORD, help="the record of vLLM's passes")
     parser.add_argument("--work", type=Path, default=Path("conformance-results"), help="results and logs")
@@ -281,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             f"server passed ({len(reports) - len(served)} in-process tests not counted)"
         )
         return 0
+    if args.command == "plan":
+        return _write_plan(args.record, work, pytest_args)
     if args.command == "record":
         reports = run("vllm", args.tests or list(MODULES), work, pytest_args, args.jobs)
         outcomes = {node: outcome for node, (outcome, server) in reports.items() if server}

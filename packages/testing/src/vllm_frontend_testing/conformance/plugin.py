@@ -290,11 +290,13 @@ class _Pool:
 
 
 _POOL = _Pool()
-#: Each test's outcome (`passed`, `failed`, `skipped`), whether it reached a server, and in a plan run
-#: the servers it asked for (`servers`: each a model and its arguments).
+#: Each test's outcome (`passed`, `failed`, `skipped`), whether it reached a server, how long it took
+#: (`seconds`), and in a plan run the servers it asked for (`servers`: each a model and its arguments).
 _RESULTS: dict[str, dict[str, Any]] = {}
 #: A plan run: the servers each test asked for.
 _PLANNED: dict[str, list[list[str]]] = {}
+#: How long each test took, set-up (a server's start included) and tear-down included.
+_SECONDS: dict[str, float] = {}
 #: The tests that reached a server: one of their fixtures is a server, or they asked for one.
 _SERVED: set[str] = set()
 
@@ -399,10 +401,17 @@ def _uses_a_server(item: pytest.Item) -> bool:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
+    if report.nodeid in _RESULTS:
+        _RESULTS[report.nodeid]["seconds"] = round(_SECONDS[report.nodeid], 1)
     if report.when == "call" or report.outcome != "passed":
         previous = _RESULTS.get(report.nodeid)
         if previous is None or previous["outcome"] == "passed":
-            _RESULTS[report.nodeid] = {"outcome": report.outcome, "server": report.nodeid in _SERVED}
+            _RESULTS[report.nodeid] = {
+                "outcome": report.outcome,
+                "server": report.nodeid in _SERVED,
+                "seconds": round(_SECONDS[report.nodeid], 1),
+            }
             _write_results()  # as it goes: a run that is killed still tells what it ran
 
 
