@@ -90,7 +90,7 @@ pytest: setup
 # refreshed by `python -m vllm_frontend_testing.conformance record`) must pass. Results and server logs
 # in conformance-results/.
 conformance: setup
-	$(BIN)/python -m vllm_frontend_testing.conformance check --jobs 2 $(CONFORMANCE_ARGS)
+	$(BIN)/python -m vllm_frontend_testing.conformance check --jobs 3 $(CONFORMANCE_ARGS)
 
 test: lint typecheck check-gen compat pytest conformance
 
@@ -98,4 +98,4 @@ test: lint typecheck check-gen compat pytest conformance
 # on the command line is collected whatever --ignore says, so naming it selects the soak tests.
 soak: setup
 	$(BIN)/pytest tests/soak $(PYTEST_ARGS)
-	$(BIN)/python -m vllm_frontend_testing.conformance check --with-known --jobs 2 --work conformance-results/soak
+	$(BIN)/python -m vllm_frontend_testing.conformance check --with-known --jobs 3 --work conformance-results/soak

@@ -263,7 +263,12 @@ def run(
                 f"conformance: {server}: job {i}: {len(nodes)} tests on {starts} servers (output in {log})",
                 flush=True,
             )
-            env = {"VLLM_CONFORMANCE_JOB": str(i)}
+            # A job runs each server's tests one after the other: a released server is kept only until
+            # another is asked for (the next module of its group may ask for it again).
+            env = {
+                "VLLM_CONFORMANCE_JOB": str(i),
+                "VLLM_CONFORMANCE_IDLE": os.environ.get("VLLM_CONFORMANCE_IDLE", "1"),
+            }
             if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
                 env["VLLM_CPU_OMP_THREADS_BIND"] = str(cpus[i % len(cpus)])
             job_results = work / f"{server}-job-{i}.json"
