@@ -37,6 +37,7 @@ EXPECTED: dict[str, tuple[int | None, str, str | None]] = {
     "vllm_server.errors.BadParameter": (400, "INVALID_ARGUMENT", "BadRequestError"),
     # vLLM's FastAPI validation handler types a body that fails validation by the status's phrase.
     "vllm_server.errors.InvalidBody": (400, "INVALID_ARGUMENT", "Bad Request"),
+    "vllm_server.errors.InvalidUserInput": (400, "INVALID_ARGUMENT", "InvalidUserInput"),
     # vLLM's HTTPException handler types a body that is no JSON (or not of JSON's media type) the same way.
     "vllm_server.errors.MalformedBody": (400, "INVALID_ARGUMENT", "Bad Request"),
     "vllm_server.errors.Unauthenticated": (401, "UNAUTHENTICATED", "AuthenticationError"),
