@@ -47,6 +47,7 @@ EXPECTED: dict[str, tuple[int | None, str, str | None]] = {
     "vllm_server.errors.OtherHttpStatus": (None, "INVALID_ARGUMENT", None),
     "vllm_llm._errors.LlmError": (500, "INTERNAL", "InternalServerError"),
     "vllm_llm._errors.InvalidRequest": (400, "INVALID_ARGUMENT", "BadRequestError"),
+    "vllm_llm._errors.InvalidParameter": (400, "INVALID_ARGUMENT", "BadRequestError"),
     "vllm_llm._errors.PromptTooLong": (400, "INVALID_ARGUMENT", "BadRequestError"),
     "vllm_llm._errors.TooManyMediaItems": (400, "INVALID_ARGUMENT", "BadRequestError"),
     "vllm_llm._errors.RemoteInvalidRequest": (400, "INVALID_ARGUMENT", "BadRequestError"),

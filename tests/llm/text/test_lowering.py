@@ -217,8 +217,6 @@ def test_request_options_pass_through(text_llm: TextLlm) -> None:
 
 
 BAD: list[tuple[dict[str, Any], str]] = [
-    ({"n": 0}, "n"),
-    ({"n": 2, "temperature": 0.0}, "n"),
     ({"max_tokens": 0}, "max_tokens"),
     ({"max_tokens": -3}, "max_tokens"),
     ({"min_tokens": -1}, "min_tokens"),
@@ -259,6 +257,64 @@ async def test_invalid_params_name_the_param(
     assert info.value.param == param
     assert param in info.value.message
     assert mock_llm.requests == []
+
+
+#: Refusals worded as vLLM's (its VLLMValidationError's `str`, the parameter it names, None for n).
+VLLM_WORDED: list[dict[str, Any]] = [
+    {"n": 0},
+    {"n": 16_385},
+    {"n": 2, "temperature": 0.0},
+    {"max_tokens": 0},
+    {"max_tokens": -1},
+    {"temperature": -1.0},
+    {"temperature": 2.5},
+    {"temperature": float("inf")},
+    {"top_p": 0.0},
+]
+
+
+@pytest.mark.parametrize("params", VLLM_WORDED, ids=[str(p) for p in VLLM_WORDED])
+async def test_invalid_params_worded_as_vllm(
+    params: dict[str, Any],
+    text_llm: TextLlm,
+    tiny_info: LlmInfo,
+    generation_config: dict[str, Any],
+    vllm_tokenizer: Any,
+) -> None:
+    exceptions = quietly_import("vllm.exceptions")
+    with pytest.raises(exceptions.VLLMValidationError) as theirs:
+        vllm_lowered(params, tiny_info, generation_config, vllm_tokenizer)
+    with pytest.raises(InvalidRequest) as ours:
+        await text_llm.generate(
+            TextRequest(request_id="bad", prompt=PROMPT, params=TextSamplingParams(**params))
+        )
+    assert (ours.value.message, ours.value.param) == (str(theirs.value), theirs.value.parameter)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (
+            {"logprobs": 21},
+            "Requested sample logprobs of 21, which is greater than max allowed: 20 (parameter=logprobs, "
+            "value=21)",
+        ),
+        (
+            {"prompt_logprobs": 50},
+            "Requested prompt logprobs of 50, which is greater than max allowed: 20 "
+            "(parameter=prompt_logprobs, value=50)",
+        ),
+    ],
+)
+async def test_logprobs_over_the_limit_worded_as_vllm(
+    params: dict[str, Any], message: str, text_llm: TextLlm
+) -> None:
+    """vLLM's SamplingParams.verify (it needs a ModelConfig, so its words are written out here)."""
+    with pytest.raises(InvalidRequest) as info:
+        await text_llm.generate(
+            TextRequest(request_id="bad", prompt=PROMPT, params=TextSamplingParams(**params))
+        )
+    assert info.value.message == message
 
 
 @pytest.mark.parametrize("prompt", [[], [1, 5, 1_000_000], ""], ids=["empty", "out-of-vocab", "empty-text"])

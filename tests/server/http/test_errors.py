@@ -32,7 +32,7 @@ def assert_error(body: Any, status: int, type_: str, param: str | None = None) -
     ("path", "body", "param"),
     [
         (COMPLETIONS, {"prompt": "hi", "max_tokens": -1}, "max_tokens"),
-        (COMPLETIONS, {"prompt": "hi", "n": 0}, "n"),
+        (COMPLETIONS, {"prompt": "hi", "n": 0}, None),
         (COMPLETIONS, {"prompt": "hi", "top_p": 1.5}, "top_p"),
         (COMPLETIONS, {"prompt": ""}, "prompt"),
         (COMPLETIONS, {"prompt": [1, "x"]}, "prompt"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from vllm_llm._errors import InvalidRequest
+from vllm_llm._errors import InvalidParameter, InvalidRequest
 
 __all__ = [
     "FORWARDED_PARAM",
@@ -70,9 +70,7 @@ def check_forwarded_length(ids: list[int], keep: int | None, max_model_len: int,
             f"Input length ({counted}) exceeds model's maximum context length ({max_model_len})."
         )
     if counted == max_model_len:  # no room: a max_tokens of 0, which SamplingParams refuses
-        raise InvalidRequest(
-            "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)", param="max_tokens"
-        )
+        raise InvalidParameter("max_tokens must be at least 1, got 0.", param="max_tokens", value=0)
     tokens = "text tokens plus multimodal tokens" if multimodal else "text tokens"
     if len(ids) > max_model_len:
         raise InvalidRequest(
@@ -97,4 +95,4 @@ _MM_HINT = (
 
 def _invalid(message: str) -> InvalidRequest:
     # Worded as vLLM's VLLMValidationError prints itself: clients match on the text.
-    return InvalidRequest(f"{message} (parameter={FORWARDED_PARAM})", param=FORWARDED_PARAM)
+    return InvalidParameter(message, param=FORWARDED_PARAM)

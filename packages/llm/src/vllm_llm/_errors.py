@@ -2,6 +2,8 @@
 
 LlmError
 ├── InvalidRequest(param, message)        the caller sent something wrong (HTTP 400)
+│   ├── InvalidParameter(param, value)     ... as vLLM's VLLMValidationError: its message ends with
+│   │                                      ` (parameter=..., value=...)`
 │   └── PromptTooLong(max_model_len, prompt_len)
 ├── Unsupported(message)                   valid, but this Llm cannot do it
 ├── Unavailable(message)                   not now: starting, paused, draining, unreachable (503)
@@ -36,6 +38,16 @@ class InvalidRequest(LlmError):
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+class InvalidParameter(InvalidRequest):
+    """A bad parameter worded as vLLM's VLLMValidationError words it: the message, then
+    ` (parameter=PARAM, value=VALUE)`, the value left out when it is None (vLLM's `__str__`)."""
+
+    def __init__(self, message: str, *, param: str, value: object = None) -> None:
+        extras = f"parameter={param}" if value is None else f"parameter={param}, value={value}"
+        super().__init__(f"{message} ({extras})", param=param)
+        self.value = value
 
 
 class PromptTooLong(InvalidRequest):

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from vllm_llm._errors import InvalidRequest, PromptTooLong
+from vllm_llm._errors import InvalidParameter, InvalidRequest, PromptTooLong
 from vllm_llm._text_request import TextRequest, TextSamplingParams
 from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.wire import GenerateRequest, GenerationDefaults, LlmInfo, SamplingParams
@@ -70,10 +70,11 @@ def check_truncation(keep: int | None, side: str | None, *, max_model_len: int) 
             f"truncate_prompt_tokens must be at least -1, got {keep}", param="truncate_prompt_tokens"
         )
     if keep > max_model_len:
-        raise InvalidRequest(
+        raise InvalidParameter(
             f"truncate_prompt_tokens={keep} cannot be greater than max_model_len = {max_model_len}. "
-            f"Please request a smaller truncation size. (parameter=truncate_prompt_tokens, value={keep})",
+            "Please request a smaller truncation size.",
             param="truncate_prompt_tokens",
+            value=keep,
         )
     if side not in (None, "left", "right"):
         raise InvalidRequest("`truncation_side` must be either 'left' or 'right'.", param="truncation_side")
@@ -141,7 +142,7 @@ def lower_request(
     if sp.temperature < _SAMPLING_EPS:
         sp.top_p, sp.top_k, sp.min_p = 1.0, 0, 0.0
         if p.n > 1:
-            raise InvalidRequest(f"n must be 1 when using greedy sampling, got {p.n}", param="n")
+            raise InvalidRequest(f"n must be 1 when using greedy sampling, got {p.n}.")
     _verify_against_model(sp, stop_token_ids, info)
     budget = p.thinking_token_budget
     if budget is not None and budget != -1:  # -1: unlimited, vLLM's None
@@ -186,7 +187,8 @@ def _max_tokens(given: int | None, prompt_len: int, info: LlmInfo, defaults: Gen
     room = info.max_model_len - prompt_len
     fallback = given if given is not None else defaults.max_tokens
     if given is not None and given < 1:
-        raise InvalidRequest(f"max_tokens must be at least 1, got {given}", param="max_tokens")
+        message = f"max_tokens must be at least 1, got {given}."
+        raise InvalidParameter(message, param="max_tokens", value=given)
     return room if fallback is None else min(room, fallback)
 
 
@@ -219,18 +221,16 @@ def _verify_args(p: TextSamplingParams, sp: SamplingParams, stop: list[str]) -> 
         _check_int64(name, getattr(sp, name))
     if sp.stream_interval is not None and sp.stream_interval < 1:
         raise _range_error("stream_interval", f"must be at least 1, got {sp.stream_interval}")
-    if p.n < 1 or p.n > MAX_N:
-        raise _range_error("n", f"must be in [1, {MAX_N}], got {p.n}")
+    _verify_n(p.n)
     for name in ("presence_penalty", "frequency_penalty"):
         v = getattr(sp, name)
         if not -2.0 <= v <= 2.0:
             raise _range_error(name, f"must be in [-2, 2], got {v}")
     if not math.isfinite(sp.repetition_penalty) or sp.repetition_penalty <= 0.0:
         raise _range_error("repetition_penalty", f"must be a finite number > 0, got {sp.repetition_penalty}")
-    if not math.isfinite(sp.temperature) or not 0.0 <= sp.temperature <= 2.0:
-        raise _range_error("temperature", f"must be in [0, 2], got {sp.temperature}")
+    _verify_temperature(sp.temperature)
     if not 0.0 < sp.top_p <= 1.0:
-        raise _range_error("top_p", f"must be in (0, 1], got {sp.top_p}")
+        raise InvalidParameter(f"top_p must be in (0, 1], got {sp.top_p}.", param="top_p", value=sp.top_p)
     if sp.top_k < -1:
         raise _range_error("top_k", f"must be 0 (disable), or at least 1, got {sp.top_k}")
     if not 0.0 <= sp.min_p <= 1.0:
@@ -254,15 +254,40 @@ def _verify_args(p: TextSamplingParams, sp: SamplingParams, stop: list[str]) -> 
             raise _range_error("structured_outputs", "must set exactly one kind of constraint")
 
 
+def _verify_n(n: int) -> None:
+    """vLLM's _verify_num_sequences (no parameter named)."""
+    if n < 1:
+        raise InvalidRequest(f"n must be at least 1, got {n}.")
+    if n > MAX_N:
+        raise InvalidRequest(
+            f"n must be at most {MAX_N}, got {n}. To increase this limit, set the VLLM_MAX_N_SEQUENCES "
+            "environment variable."
+        )
+
+
+def _verify_temperature(t: float) -> None:
+    if not math.isfinite(t):
+        raise InvalidParameter(f"temperature must be a finite number, got {t}.", param="temperature", value=t)
+    if t < 0.0:
+        raise InvalidParameter(f"temperature must be non-negative, got {t}.", param="temperature", value=t)
+    if t > 2.0:
+        raise InvalidParameter(f"temperature must be in [0, 2], got {t}.", param="temperature", value=t)
+
+
 def _verify_against_model(sp: SamplingParams, stop_token_ids: list[int], info: LlmInfo) -> None:
     """vLLM's SamplingParams.verify (default --max-logprobs 20)."""
     vocab = info.vocab_size
-    for name in ("logprobs", "prompt_logprobs"):
+    for name, kind in (("logprobs", "sample"), ("prompt_logprobs", "prompt")):
         k = getattr(sp, name)
         if k:
             wanted = vocab if k == -1 else k
             if wanted > MAX_LOGPROBS:
-                raise _range_error(name, f"of {wanted} is greater than max allowed: {MAX_LOGPROBS}")
+                raise InvalidParameter(
+                    f"Requested {kind} logprobs of {wanted}, which is greater than max allowed: "
+                    f"{MAX_LOGPROBS}",
+                    param=name,
+                    value=wanted,
+                )
     ids = sp.logprob_token_ids
     if ids is not None:
         if len(ids) > MAX_LOGPROB_TOKEN_IDS:
