@@ -64,7 +64,7 @@ async def test_a_refused_request_counts_as_failed(engine_llm: EngineCoreLlm) -> 
         engine_llm, ChatLlm(TextLlm(engine_llm)), Load(2, 3, 0, "tiny")
     )  # max_tokens 0
     assert stats.failed == 3
-    assert stats.failure_kinds == (("InvalidRequest", 3),)
+    assert stats.failure_kinds == (("InvalidParameter", 3),)  # max_tokens 0: vLLM's parameter error
     assert stats.output_tokens == 0
 
 
