@@ -16,6 +16,7 @@ from vllm_llm._errors import (
     RemoteNotFound,
     Unavailable,
     Unsupported,
+    with_parameter,
 )
 from vllm_llm._interface import Llm
 from vllm_llm._stream import GenerateStream
@@ -104,4 +105,5 @@ __all__ = [
     "Watch",
     "WatchSender",
     "merge_outputs",
+    "with_parameter",
 ]

@@ -45,9 +45,15 @@ class InvalidParameter(InvalidRequest):
     ` (parameter=PARAM, value=VALUE)`, the value left out when it is None (vLLM's `__str__`)."""
 
     def __init__(self, message: str, *, param: str, value: object = None) -> None:
-        extras = f"parameter={param}" if value is None else f"parameter={param}, value={value}"
-        super().__init__(f"{message} ({extras})", param=param)
+        super().__init__(with_parameter(message, param, value), param=param)
         self.value = value
+
+
+def with_parameter(message: str, param: str, value: object = None) -> str:
+    """`message` as vLLM's VLLMValidationError words it: then ` (parameter=PARAM, value=VALUE)`, the
+    value left out when it is None (vLLM's `__str__`)."""
+    extras = f"parameter={param}" if value is None else f"parameter={param}, value={value}"
+    return f"{message} ({extras})"
 
 
 class PromptTooLong(InvalidRequest):

@@ -38,6 +38,7 @@ from vllm_llm import (
     RemoteNotFound,
     Unavailable,
     Unsupported,
+    with_parameter,
 )
 
 __all__ = [
@@ -82,8 +83,7 @@ class BadParameter(BadRequest):
     ` (parameter=PARAM, value=VALUE)`, the value left out when it is None (vLLM's `__str__`)."""
 
     def __init__(self, message: str, *, param: str, value: object = None) -> None:
-        extras = f"parameter={param}" if value is None else f"parameter={param}, value={value}"
-        super().__init__(f"{message} ({extras})", param=param)
+        super().__init__(with_parameter(message, param, value), param=param)
         self.value = value
 
 
