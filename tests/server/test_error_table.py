@@ -16,6 +16,7 @@ from vllm_llm import EngineDead, InvalidRequest, LlmError, PromptTooLong, Remote
 from vllm_remote_llm import WireRevisionMismatch
 from vllm_server.errors import (
     BadRequest,
+    MalformedBody,
     MethodNotAllowed,
     NotFound,
     OtherHttpStatus,
@@ -157,7 +158,7 @@ def test_a_prompt_too_long_keeps_its_param_and_a_wire_mismatch_round_trips_as_un
 @pytest.mark.parametrize(
     ("status", "cls"),
     [
-        (400, BadRequest),
+        (400, MalformedBody),  # vLLM's HTTPException handler types it by the phrase, "Bad Request"
         (401, Unauthenticated),
         (404, NotFound),
         (405, MethodNotAllowed),

@@ -277,6 +277,12 @@ async def test_middleware_by_dotted_name(tmp_path: Path) -> None:
             assert response.headers["x-stamp"] == "class" and response.headers["x-timed"] == path
         done = await http.post("/v1/completions", json={"model": "tiny", "prompt": "hi", "max_tokens": 2})
         assert done.status_code == 200 and done.headers["x-stamp"] == "class"
+        # A stream's frames pass through a function middleware (Starlette's BaseHTTPMiddleware) too.
+        body = {"model": "tiny", "prompt": "hi", "max_tokens": 2, "stream": True}
+        streamed = await http.post("/v1/completions", json=body)
+        assert streamed.status_code == 200 and streamed.headers["x-timed"] == "/v1/completions"
+        frames = streamed.text.split("\n\n")
+        assert len(frames) == 4 and frames[-2:] == ["data: [DONE]", ""], streamed.text
 
 
 @pytest.mark.parametrize(

@@ -285,7 +285,7 @@ def error_body(mapping: ErrorMapping) -> dict[str, object]:
 
 #: The error that reports an HTTPException of each status (Starlette's 404 and 405, FastAPI's 400, ...).
 _OF_HTTP_STATUS: dict[int, type[RequestError] | type[LlmError]] = {
-    HTTPStatus.BAD_REQUEST: BadRequest,
+    HTTPStatus.BAD_REQUEST: MalformedBody,  # typed "Bad Request", as vLLM's HTTPException handler types it
     HTTPStatus.UNAUTHORIZED: Unauthenticated,
     HTTPStatus.NOT_FOUND: NotFound,
     HTTPStatus.METHOD_NOT_ALLOWED: MethodNotAllowed,

@@ -102,7 +102,9 @@ class Server:
             self._attach_layers(state)  # a provided Llm that is ready already: ready as soon as we listen
             state.update_readiness()
         grpc = None
-        http = _Uvicorn(self._uvicorn_config(DirectBodySend(app)))  # SSE frames: the server's send
+        # SSE frames: the server's send, unless a middleware of the user's may read the body (`build_app`).
+        served = DirectBodySend(app) if app.state.frames_past_the_stack else app
+        http = _Uvicorn(self._uvicorn_config(served))
         tasks: list[asyncio.Task[None]] = []
         try:
             # Listen before the engine starts (as vLLM's server binds its socket first): a port in use

@@ -25,6 +25,7 @@ from vllm_server.errors import (
     http_exception_error,
     map_error,
 )
+from vllm_server.http import sagemaker_standards
 from vllm_server.http.admission import Admission
 from vllm_server.http.direct import DirectRoutes
 from vllm_server.http.middleware import (
@@ -83,13 +84,29 @@ def build_app(state: ServerState, *, tracer: Tracer | None = None) -> FastAPI:
         app.add_middleware(ApiKeyMiddleware, api_key=server.api_key)
     app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_request_body_bytes)
     app.add_middleware(RequestIdMiddleware)  # errors of the middleware above carry it too
+    own = list(app.user_middleware)
     for name in server.middleware:  # --middleware, outside the server's own (as vLLM adds them last)
         _add_middleware(app, name)
+    # Then, as vLLM's: SageMaker's /ping and /invocations, and the customer's middlewares around the rest.
+    sagemaker_standards.bootstrap(app)
+    _keep_innermost(app, DirectRoutes)  # the package puts its pre/post-processing inside the rest
     if tracer is not None:
         from vllm_server.http.tracing import TracingMiddleware
 
         app.add_middleware(TracingMiddleware, tracer=tracer)  # around everything: the request's whole time
+        own.append(app.user_middleware[0])
+    # Our own layers look at a response's start alone; another's (--middleware, a SageMaker customer's)
+    # may read or rewrite its body: then a stream's frames take the stack's `send` (`DirectBodySend`).
+    app.state.frames_past_the_stack = all(any(m is o for o in own) for m in app.user_middleware)
     return app
+
+
+def _keep_innermost(app: FastAPI, middleware: Any) -> None:
+    """`middleware` moved to the innermost place of `app`'s stack: `DirectRoutes` serves its routes past
+    everything inside it, so nothing else may be."""
+    kept = [m for m in app.user_middleware if m.cls is middleware]
+    app.user_middleware[:] = [m for m in app.user_middleware if m.cls is not middleware] + kept
+    app.middleware_stack = None  # built again, in this order, when the first request comes
 
 
 def _add_middleware(app: FastAPI, name: str) -> None:

@@ -25,7 +25,8 @@ frames after the response's start go to it straight. Every layer of the stack wr
 the start message alone (its status, its headers: Starlette's error and exception middleware, request
 id, load and metrics, CORS, tracing), and each wrapper was one more call or coroutine per SSE frame, a
 frame per token. The start message still passes every layer. Without the key (an app served by other
-means, a test client) the frames take the stack's `send`.
+means, a test client, or one with a middleware of the user's, which may read or rewrite the body:
+`--middleware`, a SageMaker customer's) the frames take the stack's `send`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ pays no lookup); `route_table` is only wiring, as vLLM's Rust `server/src/routes
 
 from __future__ import annotations
 
+from vllm_server.http import sagemaker_standards
 from vllm_server.http.route import Route
 from vllm_server.http.routes import (
     anthropic_messages,
@@ -55,9 +56,15 @@ def route_table(state: ServerState) -> list[Route]:
         Route("POST", "/tokenize", tokenize.tokenize(state)),
         Route("POST", "/detokenize", tokenize.detokenize(state)),
         Route("POST", "/inference/v1/generate", generate.generate(state), counted=True),
-        Route("POST", "/invocations", sagemaker.invocations(state), counted=True),
+        # SageMaker's, through its package as under vLLM (`sagemaker_standards`: transforms, overrides).
+        Route(
+            "POST",
+            "/invocations",
+            sagemaker_standards.invocation_handler(sagemaker.invocations(state)),
+            counted=True,
+        ),
         # SageMaker's probe (GET or POST), as vLLM's: the same answer as /health.
-        Route("GET", "/ping", health.health(state)),
+        Route("GET", "/ping", sagemaker_standards.ping_handler(health.health(state))),
         Route("POST", "/ping", health.health(state)),
     ]
     if server.enable_tokenizer_info_endpoint:  # vLLM's flag; may expose the chat template

@@ -1,24 +1,18 @@
 """`POST /invocations` (SageMaker): a JSON body served by the first generate API whose request it is.
 
-As vLLM's SageMaker route (its handler and the two SageMaker transforms around it):
+As vLLM's SageMaker handler, inside the package's two transforms as under vLLM (`sagemaker_standards`:
+they refuse a body that is no JSON object with their TypeError, and write the
+`X-Amzn-SageMaker-Adapter-Identifier` header into its `model`, null without one: the served model):
 
-- the body must be a JSON object; anything else meets the TypeError vLLM's transforms meet (their
-  membership test, then their item assignment), worded by Python as theirs;
-- its `model` is replaced by the `X-Amzn-SageMaker-Adapter-Identifier` header, null without one (the
-  served model);
 - it is decoded as a chat completion request, else as a completion request, and served by the first it
   decodes as, whose validators run at once: their refusal is the answer (vLLM's pydantic models raise a
   VLLMValidationError, which ends the search, where a field's type only moves it on);
 - a body that is neither is refused, naming both.
-
-Not served: SageMaker's session requests (`requestType`, `X-Amzn-SageMaker-Session-Id`), which vLLM
-hands to the SageMaker package's session manager.
 """
 
 from __future__ import annotations
 
 import json
-import operator
 from typing import Any, TypeVar
 
 from fastapi import Request, Response
@@ -38,8 +32,6 @@ from vllm_server.state import ServerState
 
 T = TypeVar("T")
 
-#: The header naming the adapter (the served model) a SageMaker invocation is for.
-ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
 #: vLLM's names for the request types, in the order it tries them.
 _EXPECTED = [ChatCompletionRequest.__name__, CompletionRequest.__name__]
 
@@ -54,9 +46,7 @@ def invocations(state: ServerState) -> Handler:
         """Serve the body as the first generate request it is (chat, then completion)."""
         state.check_accepting()
         check_json_media_type(raw)
-        body = _as_object(await raw.body())
-        body["model"] = raw.headers.get(ADAPTER_HEADER)
-        request = encode(body)
+        request = encode(_as_object(await raw.body()))
         chat_body = _as(request, ChatCompletionRequest)
         if chat_body is not None:
             chat_body.validate()
@@ -76,14 +66,9 @@ def _as_object(body: bytes) -> dict[str, Any]:
         data = json.loads(body)
     except json.JSONDecodeError as exc:
         raise MalformedBody(f"JSON decode error: {exc}") from exc
-    if isinstance(data, dict):
-        return data
-    try:  # what vLLM's transforms do with it, for Python's wording of their TypeError
-        operator.contains(data, "requestType")
-        operator.setitem(data, "model", None)
-    except TypeError as exc:
-        raise BadRequest(str(exc)) from exc
-    raise BadRequest("the body is not a JSON object")  # unreachable: no JSON value but an object takes both
+    if not isinstance(data, dict):  # the transforms in front refuse it first (`sagemaker_standards`)
+        raise BadRequest("the body is not a JSON object")
+    return data
 
 
 def _as(body: bytes, type_: type[T]) -> T | None:
