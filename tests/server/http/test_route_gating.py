@@ -152,7 +152,7 @@ async def test_lora_adapter_routes_load_serve_and_unload(
         assert adapted["model"] == "gate-lora"
         assert adapted["choices"][0]["text"] != base["choices"][0]["text"]  # the adapter changes the output
         lora = engine_recorder.received_one("cmpl-gate-lora-generate-0").lora_request
-        assert (lora.lora_name, lora.lora_path) == ("gate-lora", path)
+        assert (lora.lora_name, lora.lora_path, lora.is_3d_lora_weight) == ("gate-lora", path, False)
         unloaded = await http.post("/v1/unload_lora_adapter", json={"lora_name": "gate-lora"})
         assert unloaded.status_code == 200, unloaded.text
         assert unloaded.text == "Success: LoRA adapter 'gate-lora' removed successfully."
@@ -160,6 +160,29 @@ async def test_lora_adapter_routes_load_serve_and_unload(
         assert gone.status_code == 404, gone.text
         again = await http.post("/v1/unload_lora_adapter", json={"lora_name": "gate-lora"})
         assert again.status_code == 404, again.text
+
+
+async def test_a_3d_lora_adapter_is_requested_as_one(
+    worker: RunningServer, tiny_model_dir: Path, engine_recorder: EngineRecorder
+) -> None:
+    """`is_3d_lora_weight` (a fused 3D MoE adapter, vLLM's load field) reaches the engine with every
+    request for the adapter, as vLLM's LoRARequest carries it, and the worker's Info tells a router."""
+    path = str(build_tiny_lora(tiny_model_dir))
+    load = {"lora_name": "lora-3d", "lora_path": path, "is_3d_lora_weight": True}
+    greedy = {"model": "lora-3d", "prompt": "The cat", "max_tokens": 2, "temperature": 0}
+    async with httpx.AsyncClient(base_url=worker.base_url, timeout=120) as http:
+        loaded = await http.post("/v1/load_lora_adapter", json=load)
+        assert loaded.status_code == 200, loaded.text
+        try:
+            served = {a.name: a for a in worker.state.served_info().lora_adapters or ()}
+            assert served["lora-3d"].is_3d_lora_weight is True
+            headers = {"X-Request-Id": "lora-3d-generate"}
+            assert (await http.post("/v1/completions", json=greedy, headers=headers)).status_code == 200
+            lora = engine_recorder.received_one("cmpl-lora-3d-generate-0").lora_request
+            assert (lora.lora_name, lora.is_3d_lora_weight) == ("lora-3d", True)
+        finally:
+            unloaded = await http.post("/v1/unload_lora_adapter", json={"lora_name": "lora-3d"})
+            assert unloaded.status_code == 200, unloaded.text
 
 
 async def test_lora_adapter_load_errors_are_vllms(

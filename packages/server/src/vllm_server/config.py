@@ -17,6 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 from vllm_llm import EngineCoreSettings, ParserOptions
+from vllm_llm.wire import LoraRequest
 from vllm_server.tls import TlsConfig
 
 
@@ -151,6 +152,19 @@ class LoraModule:
     name: str
     path: str
     base_model_name: str | None = None
+    #: A fused 3D MoE adapter (`is_3d_lora_weight` of vLLM's /v1/load_lora_adapter): its requests say so.
+    is_3d_lora_weight: bool = False
+
+    def request(self, lora_int_id: int, *, load_inplace: bool = False) -> LoraRequest:
+        """The engine's LoRARequest for this adapter under `lora_int_id` (loading it, or a request's)."""
+        return LoraRequest(
+            self.name,
+            lora_int_id,
+            self.path,
+            self.base_model_name,
+            load_inplace=load_inplace,
+            is_3d_lora_weight=self.is_3d_lora_weight,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,8 +44,7 @@ def _resolve(state: ServerState, requested: str | None) -> ServedModel:
     entry = state.lora_modules.get(requested)
     if entry is not None:
         module, lora_int_id = entry
-        lora = LoraRequest(requested, lora_int_id, module.path, module.base_model_name)
-        return ServedModel(requested, lora)
+        return ServedModel(requested, module.request(lora_int_id))
     raise NotFound(
         f"The model `{requested}` does not exist. Valid aliases: {', '.join(names)}.", param="model"
     )

@@ -25,7 +25,6 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from vllm_llm import EngineCoreLlm, Llm, LlmError
-from vllm_llm.wire import LoraRequest
 from vllm_server.affinity import keep_off_engine_cpus
 from vllm_server.config import FrontendConfig, ServerConfig
 from vllm_server.grpc.listener import GrpcFrontend
@@ -270,9 +269,8 @@ class Server:
         cfg = self.config.engine_core
         assert cfg is not None
         for lora_id, module in enumerate(cfg.lora_modules, start=1):
-            lora = LoraRequest(module.name, lora_id, module.path, module.base_model_name)
             try:
-                loaded = await engine.add_lora(lora)
+                loaded = await engine.add_lora(module.request(lora_id))
             except LlmError as exc:
                 raise StartupError(f"the LoRA adapter {module.name!r} cannot be loaded: {exc}") from exc
             if not loaded:

@@ -140,7 +140,11 @@ class ServerState:
         """The Llm's info with the LoRA adapters this server serves (what `vllm.internal.Llm/Info` says)."""
         adapters = [
             LoraAdapter(
-                name=name, lora_int_id=lora_id, path=module.path, base_model_name=module.base_model_name
+                name=name,
+                lora_int_id=lora_id,
+                path=module.path,
+                base_model_name=module.base_model_name,
+                is_3d_lora_weight=module.is_3d_lora_weight,
             )
             for name, (module, lora_id) in self.lora_modules.items()
         ]
@@ -149,7 +153,15 @@ class ServerState:
     def adopt_adapters(self, info: LlmInfo) -> None:
         """Serve the adapters `info` names (a provided Llm's, e.g. a router's workers'), as they are now."""
         self.lora_modules = {
-            a.name: (LoraModule(name=a.name, path=a.path, base_model_name=a.base_model_name), a.lora_int_id)
+            a.name: (
+                LoraModule(
+                    name=a.name,
+                    path=a.path,
+                    base_model_name=a.base_model_name,
+                    is_3d_lora_weight=a.is_3d_lora_weight,
+                ),
+                a.lora_int_id,
+            )
             for a in info.lora_adapters or ()
         }
 

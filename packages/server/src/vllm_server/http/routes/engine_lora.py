@@ -9,7 +9,6 @@ from fastapi import Response
 from pydantic import BaseModel
 
 from vllm_llm import EngineCoreLlm, EngineDead, LlmError
-from vllm_llm.wire import LoraRequest
 from vllm_server.config import LoraModule
 from vllm_server.errors import InvalidUserInput, NotFound
 from vllm_server.http.route import Handler
@@ -22,6 +21,7 @@ class LoadLoraAdapter(BaseModel):
     lora_name: str
     lora_path: str
     load_inplace: bool = False
+    is_3d_lora_weight: bool = False
 
 
 class UnloadLoraAdapter(BaseModel):
@@ -55,7 +55,8 @@ def load(state: ServerState, engine: EngineCoreLlm) -> Handler:
                     "in place, set 'load_inplace' to True."
                 )
             lora_id = state.lora_modules[name][1] if name in state.lora_modules else _next_id(state)
-            lora = LoraRequest(name, lora_id, path, None, body.load_inplace)
+            module = LoraModule(name=name, path=path, is_3d_lora_weight=body.is_3d_lora_weight)
+            lora = module.request(lora_id, load_inplace=body.load_inplace)
             try:
                 loaded = await engine.add_lora(lora)
             except EngineDead:
@@ -68,7 +69,7 @@ def load(state: ServerState, engine: EngineCoreLlm) -> Handler:
                 raise LlmError(_without_paths(engine_message)) from exc
             if not loaded:
                 raise LlmError(f"the engine did not load the LoRA adapter '{name}'")
-            state.lora_modules[name] = (LoraModule(name=name, path=path), lora_id)
+            state.lora_modules[name] = (module, lora_id)
         return Response(f"Success: LoRA adapter '{name}' added successfully.", media_type="text/plain")
 
     return load
