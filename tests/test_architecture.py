@@ -152,7 +152,7 @@ def test_the_graph_sees_the_packages_and_their_lazy_imports() -> None:
     assert "vllm_llm._interface" in graph["vllm_llm.mock"]
     assert "vllm_llm" not in graph["vllm_llm.mock"]
     # inside a function (EngineCoreLlm imports its vLLM-facing modules lazily)
-    assert "vllm_llm._engine_lowering" in graph["vllm_llm.engine_core"]
+    assert "vllm_llm.engine_core._lowering" in graph["vllm_llm.engine_core._llm"]
     # the facade re-exports its submodules
     assert "vllm_llm.engine_core" in graph["vllm_llm"]
 

@@ -49,9 +49,10 @@ def test_per_1k_tokens() -> None:
 
 def _plain_environment() -> dict[str, str]:
     """This process's environment without the start-up hook an in-process engine puts on PYTHONPATH for
-    its children (`vllm_llm._vision_compat`): with it every child interpreter imports vllm_llm first,
-    about 0.4 s of CPU these tests would count (after any test of the session that started an engine)."""
-    from vllm_llm._vision_compat import STARTUP_DIR
+    its children (`vllm_llm.engine_core._vision_compat`): with it every child interpreter imports
+    vllm_llm first, about 0.4 s of CPU these tests would count (after any test of the session that started an
+    engine)."""
+    from vllm_llm.engine_core._vision_compat import STARTUP_DIR
 
     env = dict(os.environ)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != STARTUP_DIR]

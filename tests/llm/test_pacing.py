@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from tests.llm.harness import collect
 from vllm_llm import EngineCoreLlm, GenerateStream, MockLlm
-from vllm_llm._engine_outputs import RequestState
 from vllm_llm._pacing import StreamPacer, effective_interval
+from vllm_llm.engine_core._outputs import RequestState
 from vllm_llm.wire import FinishReason, GenerateOutput, GenerateRequest, LogprobRow, SamplingParams
 
 PROMPT = [5, 17, 42, 99, 7]

@@ -1,6 +1,7 @@
-"""The parent-death watch (`vllm_llm._parent_watch`) on plain processes: a stand-in for the frontend
-announces itself as `EngineCoreLlm` does, starts children the ways vLLM starts its engine processes, and
-is SIGKILLed. The real thing, a worker and its engine core: tests/reliability/test_real_engine.py."""
+"""The parent-death watch (`vllm_llm.engine_core._parent_watch`) on plain processes: a stand-in for the
+frontend announces itself as `EngineCoreLlm` does, starts children the ways vLLM starts its engine
+processes, and is SIGKILLed. The real thing, a worker and its engine core:
+tests/reliability/test_real_engine.py."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from vllm_frontend_testing.processes import until
 #: The frontend's stand-in: what it starts, one JSON line of their pids, then it waits to be killed.
 STAND_IN = """
 import json, multiprocessing, os, signal, subprocess, sys, time
-from vllm_llm import _parent_watch
-from vllm_llm._vision_compat import install_for_children
+from vllm_llm.engine_core import _parent_watch
+from vllm_llm.engine_core._vision_compat import install_for_children
 
 install_for_children()
 _parent_watch.announce_parent()

@@ -1,8 +1,8 @@
 """The tiny LLaVA served three ways, started once per session: our worker (the server over an
 EngineCoreLlm), vLLM's own OpenAI server, and our router over the worker (the server over a RemoteLlm).
 
-vLLM's server runs with `vllm_llm._vision_compat.child_environment()`: its engine processes are spawned
-and need the torchvision-free import hook our worker installs for its own.
+vLLM's server runs with `vllm_llm.engine_core._vision_compat.child_environment()`: its engine processes are
+spawned and need the torchvision-free import hook our worker installs for its own.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ async def llava_vllm(
     llava_worker: RunningServer, llava_dir: Path, media_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[ServerProcess]:
     """vLLM's own server over the tiny LLaVA, launched once our worker is ready."""
-    from vllm_llm._vision_compat import child_environment
+    from vllm_llm.engine_core._vision_compat import child_environment
 
     async with vllm_server(
         llava_dir,

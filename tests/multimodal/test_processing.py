@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
-from vllm_llm._engine_tensors import to_torch
+from vllm_llm.engine_core._tensors import to_torch
 from vllm_llm.multimodal import MediaItem, MediaOptions, load_image, load_processor
 from vllm_llm.wire import LlmInfo, ModelDtype
 
@@ -31,7 +31,7 @@ def _png(seed: int, mode: str = "RGB") -> bytes:
 
 
 def _vllm(llava_dir: Path, dtype: Any, prompt: list[int], data: list[bytes], kwargs: dict[str, Any]) -> Any:
-    from vllm_llm._vision_compat import install
+    from vllm_llm.engine_core._vision_compat import install
 
     install()
     from vllm.config import ModelConfig

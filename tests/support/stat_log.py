@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from vllm_frontend_testing.processes import ServerProcess, until
-from vllm_llm._engine_stat_log import STAT_LOGGER_NAME
+from vllm_llm.engine_core._stat_log import STAT_LOGGER_NAME
 
 LINE = re.compile(
     r"Engine 000: Avg prompt throughput: (?P<prompt>\d+\.\d) tokens/s, "

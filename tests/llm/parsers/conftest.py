@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from tests.llm.parsers.parity import Vllm
-from vllm_llm._text_tokenizer import TextTokenizer
+from vllm_llm.text._tokenizer import TextTokenizer
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers import (
     ChatParser,
     MessageDelta,
@@ -29,6 +28,7 @@ from vllm_llm.parsers import (
     reasoning_parser_class,
     tool_parser_class,
 )
+from vllm_llm.text._tokenizer import TextTokenizer
 
 CORPUS_DIR = Path(__file__).parent / "corpus"
 _RANDOM_ID = re.compile(r"^(chatcmpl-tool-[0-9a-f]{16}|[A-Za-z0-9]{9})$")  # vLLM's, Mistral's

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from tests.llm.parsers.parity import CORPUS_DIR, Vllm, token_steps
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers import MessageDelta
 from vllm_llm.parsers.forced import NamedCallStream, RequiredCallStream, parse_required
+from vllm_llm.text._tokenizer import TextTokenizer
 
 _RANDOM_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]{16}$")
 

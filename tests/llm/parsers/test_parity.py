@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.llm.parsers.parity import Corpus, Vllm, corpora, our_tool_choice, ours_streamed, ours_whole
-from vllm_llm._chat_parsing import ParserOptions, Parsing
-from vllm_llm._text_tokenizer import TextTokenizer
+from vllm_llm.chat._parsing import ParserOptions, Parsing
 from vllm_llm.parsers import REASONING_PARSERS, TOOL_PARSERS
+from vllm_llm.text._tokenizer import TextTokenizer
 
 _CASES = [
     pytest.param(corpus, case["text"], id=f"{corpus.path.stem}:{case['name']}")

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.llm.parsers.parity import Corpus, Vllm, corpora, our_parser, token_steps
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers import reasoning_parser_class
+from vllm_llm.text._tokenizer import TextTokenizer
 
 #: The reasoning parsers checked here (vLLM counts tokens between `<think>` markers, or by its parser engine).
 _THINK_PARSERS = frozenset({"deepseek_r1", "deepseek_v3", "qwen3", "glm45", "glm47", "minimax_m2"})

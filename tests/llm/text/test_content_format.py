@@ -1,6 +1,6 @@
 # ruff: noqa: E501
 # (the real-world templates below are kept as written)
-"""Chat-template content format detection (`vllm_llm._text_content_format`) equals vLLM 0.32's
+"""Chat-template content format detection (`vllm_llm.chat._content_format`) equals vLLM 0.32's
 `--chat-template-content-format auto` (`vllm.renderers.hf._detect_content_format`) on templates of every
 shape it looks for, real-world templates written inline, and the templates vLLM ships."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.quiet_import import quietly_import
 from vllm_frontend_testing.tiny_model import CHAT_TEMPLATE
-from vllm_llm._text_content_format import detect_content_format
+from vllm_llm.chat._content_format import detect_content_format
 
 LLAMA_3 = (
     "{% set loop_messages = messages %}{% for message in loop_messages %}"

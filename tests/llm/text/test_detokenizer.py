@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tests.support.quiet_import import quietly_import
-from vllm_llm._text_detokenizer import IncrementalDetokenizer
-from vllm_llm._text_logprobs import LogprobsProcessor
 from vllm_llm.text import TextTokenizer
+from vllm_llm.text._detokenizer import IncrementalDetokenizer
+from vllm_llm.text._logprobs import LogprobsProcessor
 from vllm_llm.wire import LogprobRow
 
 PROMPT = [1, 47, 76, 374, 86, 849, 336]

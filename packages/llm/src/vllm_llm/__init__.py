@@ -1,7 +1,6 @@
 """The Llm boundary: the `Llm` interface, errors, `Watch`, MockLlm, EngineCoreLlm, text and chat layers."""
 
 from vllm_llm._channel import OutputChannel, merge_outputs
-from vllm_llm._engine_settings import EngineCoreSettings
 from vllm_llm._errors import (
     ADMISSION_REASONS,
     AdmissionReason,
@@ -39,6 +38,7 @@ from vllm_llm.chat import (
     ToolChoice,
 )
 from vllm_llm.engine_core import EngineCoreLlm
+from vllm_llm.engine_core._settings import EngineCoreSettings
 from vllm_llm.mock import MockLlm
 from vllm_llm.text import (
     LogprobCandidate,

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from vllm_llm._text_tokenizer import TextTokenizer
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = [
     "ExtractedToolCalls",

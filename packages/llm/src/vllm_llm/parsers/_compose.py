@@ -10,7 +10,6 @@ from typing import Any, Literal
 
 import msgspec
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import (
     MessageDelta,
     ParsedCall,
@@ -18,6 +17,7 @@ from vllm_llm.parsers._base import (
     ToolParser,
 )
 from vllm_llm.parsers.forced import NamedCallStream, RequiredCallStream, parse_required
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["ChatParser", "NamedToolChoice", "ParsedMessage", "ToolChoice"]
 

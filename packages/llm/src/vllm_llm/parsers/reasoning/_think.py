@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import MessageDelta, ReasoningParser, ReasoningStep
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = [
     "EngineReasoningParser",

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import MessageDelta, ReasoningParser, ReasoningStep
 from vllm_llm.parsers.reasoning.deepseek_r1 import DeepSeekR1ReasoningParser
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["DeepSeekV3ReasoningParser"]
 

@@ -17,8 +17,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import MessageDelta, ReasoningParser, ReasoningStep
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["GraniteReasoningParser"]
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import MessageDelta, ReasoningParser, ReasoningStep
 from vllm_llm.parsers.tool._mistral_calls import CallAssembler
 from vllm_llm.parsers.tool._mistral_engine import Ev, MarkupEngine
 from vllm_llm.parsers.tool.mistral import END_THINK, THINK, mistral_grammar, require_tool_calls_token
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["MistralReasoningParser"]
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import msgspec
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import (
     ExtractedToolCalls,
     MessageDelta,
@@ -29,6 +28,7 @@ from vllm_llm.parsers._base import (
     ToolParser,
     random_tool_call_id,
 )
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = [
     "CALLS_BEGIN",

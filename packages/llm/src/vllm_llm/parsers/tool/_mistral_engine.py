@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers.tool._call_deltas import Ev
 from vllm_llm.parsers.tool._mistral_lexing import DROP, Lexer, Piece, Scanner
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["TOOL_STATES", "Ev", "Event", "Grammar", "MarkupEngine", "Move", "State"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from vllm_llm._text_tokenizer import TextTokenizer
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["DROP", "Lexer", "Piece", "Scanner"]
 

@@ -22,7 +22,6 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import (
     ExtractedToolCalls,
     MessageDelta,
@@ -31,6 +30,7 @@ from vllm_llm.parsers._base import (
     ToolParser,
     random_tool_call_id,
 )
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = [
     "NotACallList",

@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import (
     ExtractedToolCalls,
     MessageDelta,
@@ -48,6 +47,7 @@ from vllm_llm.parsers.tool._call_deltas import (
     name_in_arguments,
     stable_json_prefix,
 )
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = [
     "ARGS",

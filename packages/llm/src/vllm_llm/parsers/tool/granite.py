@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers.tool._mistral_calls import CallAssembler, MarkupToolParser
 from vllm_llm.parsers.tool._mistral_engine import Grammar, MarkupEngine, Move, State
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["GraniteToolParser"]
 

@@ -21,7 +21,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import (
     ExtractedToolCalls,
     MessageDelta,
@@ -37,6 +36,7 @@ from vllm_llm.parsers.tool._json_family import (
     partial_tag_overlap,
     remaining_arguments,
 )
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["HermesToolParser"]
 

@@ -15,7 +15,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import (
     ExtractedToolCalls,
     MessageDelta,
@@ -33,6 +32,7 @@ from vllm_llm.parsers.tool._json_family import (
     loads_partial,
     remaining_arguments,
 )
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["InternLm2ToolParser"]
 

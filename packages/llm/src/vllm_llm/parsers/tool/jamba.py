@@ -18,7 +18,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import (
     ExtractedToolCalls,
     MessageDelta,
@@ -39,6 +38,7 @@ from vllm_llm.parsers.tool._json_family import (
     name_delta,
     remaining_arguments,
 )
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["JambaToolParser"]
 

@@ -25,7 +25,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import (
     ExtractedToolCalls,
     MessageDelta,
@@ -36,6 +35,7 @@ from vllm_llm.parsers._base import (
 )
 from vllm_llm.parsers.tool._arg_types import tool_properties, typed_arguments
 from vllm_llm.parsers.tool._call_deltas import DeltaContent, Ev, json_call, name_in_arguments
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["KimiK2ToolParser"]
 

@@ -25,9 +25,9 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers.tool._mistral_calls import CallAssembler, MarkupToolParser, Slot
 from vllm_llm.parsers.tool._mistral_engine import Ev, Grammar, MarkupEngine, Move, State
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["ARGS", "END_THINK", "THINK", "TOOL_CALLS", "MistralToolParser", "mistral_grammar"]
 

@@ -21,9 +21,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers._base import ExtractedToolCalls, MessageDelta, ParsedCall, ToolCallDelta, ToolParser
 from vllm_llm.parsers.tool._json_family import NAME_FIELD, is_complete_json
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["XlamToolParser"]
 

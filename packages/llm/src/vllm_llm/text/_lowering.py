@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from vllm_llm._errors import InvalidParameter, InvalidRequest, PromptTooLong
-from vllm_llm._text_request import TextRequest, TextSamplingParams
-from vllm_llm._text_tokenizer import TextTokenizer
+from vllm_llm.text._request import TextRequest, TextSamplingParams
+from vllm_llm.text._tokenizer import TextTokenizer
 from vllm_llm.wire import GenerateRequest, GenerationDefaults, LlmInfo, SamplingParams
 
 __all__ = [

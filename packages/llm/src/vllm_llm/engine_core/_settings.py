@@ -1,4 +1,4 @@
-"""`EngineCoreSettings`: what an engine core is built from (read by `EngineCoreLlm` and `_engine_info`).
+"""`EngineCoreSettings`: what an engine core is built from (read by `EngineCoreLlm` and `_info`).
 
 Two ways in. A program names the settings it cares about (`EngineCoreSettings(model=..., dtype=...)`)
 and passes any other `AsyncEngineArgs` field in `engine_args`. A worker started from the command line

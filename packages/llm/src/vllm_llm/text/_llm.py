@@ -2,7 +2,7 @@
 
 The layer does what vLLM's frontend does above its engine core, with vLLM's exact semantics: the prompt is
 tokenized with the model's tokenizer (HF `tokenizers`), user sampling parameters are lowered with the
-model's generation-config defaults (see `_text_lowering`), engine outputs are detokenized incrementally,
+model's generation-config defaults (see `text._lowering`), engine outputs are detokenized incrementally,
 stop strings end a choice (and abort its engine request), and logprobs carry decoded tokens. `n > 1`
 fans out into n engine requests (`f"{i}_{request_id}"`, seed + i) merged by choice index.
 """
@@ -19,13 +19,13 @@ from tokenizers import Tokenizer
 
 from vllm_llm._errors import NoTokenizer
 from vllm_llm._interface import Llm
-from vllm_llm._text_choice import Choice, ChoiceStep, FinishReasonName
-from vllm_llm._text_detokenizer import TokenStep
-from vllm_llm._text_fanout import FanOut
-from vllm_llm._text_logprobs import LogprobCandidate, TokenLogprobs
-from vllm_llm._text_lowering import lower_request, truncate_prompt
-from vllm_llm._text_request import TextRequest, TextSamplingParams
-from vllm_llm._text_tokenizer import TextTokenizer
+from vllm_llm.text._choice import Choice, ChoiceStep, FinishReasonName
+from vllm_llm.text._detokenizer import TokenStep
+from vllm_llm.text._fanout import FanOut
+from vllm_llm.text._logprobs import LogprobCandidate, TokenLogprobs
+from vllm_llm.text._lowering import lower_request, truncate_prompt
+from vllm_llm.text._request import TextRequest, TextSamplingParams
+from vllm_llm.text._tokenizer import TextTokenizer
 from vllm_llm.wire import GenerateRequest, LlmInfo
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_llm._engine_settings import EngineCoreSettings
+from vllm_llm.engine_core._settings import EngineCoreSettings
 from vllm_llm.wire import WIRE_REVISION, GenerationDefaults, LlmInfo, ModelDtype
 
 

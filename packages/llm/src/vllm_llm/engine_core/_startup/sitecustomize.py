@@ -1,10 +1,10 @@
 """Start-up hook for vLLM's spawned processes.
 
-This directory is put on ``PYTHONPATH`` by ``vllm_llm._vision_compat.child_environment`` so that
+This directory is put on ``PYTHONPATH`` by ``vllm_llm.engine_core._vision_compat.child_environment`` so that
 interpreters vLLM spawns, before importing anything, watch the frontend that started them
-(``vllm_llm._parent_watch``: an engine core ends itself when its frontend dies) and install the
-torchvision-free import hook (``vllm_llm._vision_compat``). Another ``sitecustomize`` shadowed by this
-one is still run.
+(``vllm_llm.engine_core._parent_watch``: an engine core ends itself when its frontend dies) and
+install the torchvision-free import hook (``vllm_llm.engine_core._vision_compat``). Another
+``sitecustomize`` shadowed by this one is still run.
 """
 
 import importlib.util
@@ -26,13 +26,13 @@ def _run_shadowed() -> None:
 
 
 try:
-    from vllm_llm._parent_watch import watch_parent
+    from vllm_llm.engine_core._parent_watch import watch_parent
 
     watch_parent()
 except ImportError:  # the environment no longer has vllm_llm: nothing to watch
     pass
 try:
-    from vllm_llm._vision_compat import install
+    from vllm_llm.engine_core._vision_compat import install
 
     install()
 except ImportError:  # the environment no longer has vllm_llm: nothing to patch

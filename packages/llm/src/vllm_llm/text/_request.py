@@ -1,6 +1,6 @@
 """`TextRequest` and its `TextSamplingParams`: what a caller of the text layer asks for.
 
-Their own module because both the text layer and its lowering (`_text_lowering`) read them.
+Their own module because both the text layer and its lowering (`text._lowering`) read them.
 """
 
 from __future__ import annotations

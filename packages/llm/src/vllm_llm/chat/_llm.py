@@ -23,24 +23,23 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from vllm_llm._chat_forwarded import (
+from vllm_llm._errors import InvalidRequest, TooManyMediaItems
+from vllm_llm.chat._content_format import detect_content_format
+from vllm_llm.chat._forwarded import (
     Forwarded,
     check_forwarded_length,
     check_forwarded_vocab,
     split_forwarded,
 )
-from vllm_llm._chat_harmony import (
+from vllm_llm.chat._harmony import (
     HarmonyParser,
     check_harmony_request,
     harmony_encoding,
     render_harmony,
     uses_harmony,
 )
-from vllm_llm._chat_parsing import ParserOptions, Parsing
-from vllm_llm._errors import InvalidRequest, TooManyMediaItems
-from vllm_llm._text_chat_template import render_chat_template
-from vllm_llm._text_content_format import detect_content_format
-from vllm_llm._text_lowering import check_truncation, truncate_prompt
+from vllm_llm.chat._parsing import ParserOptions, Parsing
+from vllm_llm.chat._template import render_chat_template
 from vllm_llm.parsers import (
     ChatParser,
     MessageDelta,
@@ -59,6 +58,7 @@ from vllm_llm.text import (
     TextUsage,
     TokenLogprobs,
 )
+from vllm_llm.text._lowering import check_truncation, truncate_prompt
 from vllm_llm.wire import LlmInfo, LoraRequest, MultiModalFeature
 
 if TYPE_CHECKING:
@@ -510,7 +510,7 @@ class ChatLlm:
         self._response_role = response_role
         self.parsers = parsers or ParserOptions()
         self.harmony = uses_harmony(text.info())
-        """Whether the model speaks Harmony (gpt-oss): rendered and parsed by `_chat_harmony`, as vLLM."""
+        """Whether the model speaks Harmony (gpt-oss): rendered and parsed by `chat._harmony`, as vLLM."""
         self._parsing = Parsing(self.parsers, harmony=self.harmony)
         self._parsing.check_tokenizer(text.tokenizer, text.info().model)
         self._formats: dict[str, Literal["openai", "string"]] = {}

@@ -30,8 +30,8 @@ from vllm.multimodal.inputs import (
 from vllm.utils.cache import CacheInfo
 from vllm.v1.metrics.stats import MultiModalCacheStats
 
-from vllm_llm._engine_tensors import to_torch
 from vllm_llm._errors import InvalidRequest, TooManyMediaItems
+from vllm_llm.engine_core._tensors import to_torch
 from vllm_llm.wire import MultiModalFeature
 
 

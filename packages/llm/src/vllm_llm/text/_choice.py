@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from vllm_llm._text_detokenizer import IncrementalDetokenizer, TokenStep
-from vllm_llm._text_logprobs import LogprobsProcessor, TokenLogprobs
-from vllm_llm._text_tokenizer import TextTokenizer
+from vllm_llm.text._detokenizer import IncrementalDetokenizer, TokenStep
+from vllm_llm.text._logprobs import LogprobsProcessor, TokenLogprobs
+from vllm_llm.text._tokenizer import TextTokenizer
 from vllm_llm.wire import FinishReason, GenerateOutput, GenerateRequest
 
 __all__ = ["Choice", "ChoiceStep", "FinishReasonName"]

@@ -10,15 +10,14 @@ from typing import Any, Literal
 
 import msgspec
 
-from vllm_llm._chat_harmony import (
+from vllm_llm._errors import InvalidRequest
+from vllm_llm.chat._harmony import (
     HARMONY_REASONING_PARSER,
     HARMONY_TOOL_PARSER,
     GptOssReasoningParser,
     GptOssToolParser,
     HarmonyParser,
 )
-from vllm_llm._errors import InvalidRequest
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers import (
     ChatParser,
     NamedToolChoice,
@@ -29,6 +28,7 @@ from vllm_llm.parsers import (
     tool_parser_class,
 )
 from vllm_llm.parsers.constraints import tool_constraint
+from vllm_llm.text._tokenizer import TextTokenizer
 from vllm_llm.wire import StructuredOutputs
 
 __all__ = ["ParserOptions", "Parsing", "ToolStrictLevel"]

@@ -14,8 +14,8 @@ vllm.model_executor.models.registry`` in a subprocess. None of them inherits an 
 :func:`child_environment` puts the ``_startup`` directory (one ``sitecustomize.py`` that calls
 :func:`install`) on ``PYTHONPATH``; every interpreter started from that environment installs the
 hook before it imports anything else. The same start-up hook runs the parent-death watch
-(``vllm_llm._parent_watch``), so :func:`install_for_children` puts the directory there whether or not
-torchvision is missing.
+(``vllm_llm.engine_core._parent_watch``), so :func:`install_for_children` puts the directory there
+whether or not torchvision is missing.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from vllm.sampling_params import RepetitionDetectionParams, RequestOutputKind, S
 from vllm.v1.engine import EngineCoreRequest
 from vllm.v1.kv_hints.protocol import KvHintAction, KvHintsEnvelope
 
-from vllm_llm._engine_multimodal import MultiModalLowering
 from vllm_llm._errors import InvalidRequest, PromptTooLong, Unsupported
+from vllm_llm.engine_core._multimodal import MultiModalLowering
 from vllm_llm.wire import GenerateRequest, KvHints, LoraRequest, SamplingParams, StructuredOutputs, Tensor
 
 
@@ -169,7 +169,7 @@ class Lowering:
             return None
         import torch
 
-        from vllm_llm._engine_tensors import to_torch
+        from vllm_llm.engine_core._tensors import to_torch
 
         tensor = to_torch(embeds)
         if tensor.dim() != 2 or not tensor.is_floating_point():

@@ -19,8 +19,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from vllm_llm._channel import OutputChannel
-from vllm_llm._engine_settings import EngineCoreSettings
-from vllm_llm._engine_stats import PROMPT_TOKEN_SOURCES, EngineCounters, EngineStats, IterationObserver
 from vllm_llm._errors import (
     ADMISSION_REASONS,
     AdmissionReason,
@@ -33,13 +31,15 @@ from vllm_llm._errors import (
 from vllm_llm._interface import Llm
 from vllm_llm._pacing import effective_interval
 from vllm_llm._stream import GenerateStream
+from vllm_llm.engine_core._settings import EngineCoreSettings
+from vllm_llm.engine_core._stats import PROMPT_TOKEN_SOURCES, EngineCounters, EngineStats, IterationObserver
 from vllm_llm.watch import Watch, WatchSender
 from vllm_llm.wire import FinishReason, GenerateOutput, GenerateRequest, LlmInfo, LoraRequest
 
 if TYPE_CHECKING:
-    from vllm_llm._engine_lowering import Lowering
-    from vllm_llm._engine_outputs import RequestState
-    from vllm_llm._engine_stat_log import StatLog
+    from vllm_llm.engine_core._lowering import Lowering
+    from vllm_llm.engine_core._outputs import RequestState
+    from vllm_llm.engine_core._stat_log import StatLog
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class EngineCoreLlm(Llm):
         except BaseException as exc:
             self._mark_dead(f"the engine failed to start: {exc}")
             raise
-        from vllm_llm._engine_lowering import Lowering
+        from vllm_llm.engine_core._lowering import Lowering
 
         self._client = client
         self._vllm_config = vllm_config
@@ -105,11 +105,11 @@ class EngineCoreLlm(Llm):
         self._lowering = Lowering(vllm_config, tokenizer)
         self._info = info
         if self.settings.log_stats:
-            from vllm_llm import _engine_stat_log
+            from vllm_llm.engine_core import _stat_log
 
-            self._count_nans = _engine_stat_log.compute_nans()
-            if _engine_stat_log.stat_log_enabled():
-                self._stat_log = _engine_stat_log.StatLog(vllm_config, self.engine_indexes)
+            self._count_nans = _stat_log.compute_nans()
+            if _stat_log.stat_log_enabled():
+                self._stat_log = _stat_log.StatLog(vllm_config, self.engine_indexes)
                 self._lowering.multimodal.record_requests()
         if self._shut_down:
             await _shutdown_client(client)
@@ -122,9 +122,9 @@ class EngineCoreLlm(Llm):
         from vllm.v1.engine.core_client import EngineCoreClient
         from vllm.v1.executor.abstract import Executor
 
-        from vllm_llm._engine_info import llm_info
-        from vllm_llm._parent_watch import announce_parent
-        from vllm_llm._vision_compat import install_for_children
+        from vllm_llm.engine_core._info import llm_info
+        from vllm_llm.engine_core._parent_watch import announce_parent
+        from vllm_llm.engine_core._vision_compat import install_for_children
 
         install_for_children()  # the start-up hook in vLLM's spawned interpreters (see there)
         announce_parent()  # which ends an engine core whose frontend died (see there)
@@ -172,7 +172,7 @@ class EngineCoreLlm(Llm):
         except LlmError:
             await self._release_remote_prefill(request, internal)
             raise
-        from vllm_llm._engine_outputs import RequestState
+        from vllm_llm.engine_core._outputs import RequestState
 
         channel = OutputChannel()
         interval = effective_interval(request.sampling_params.stream_interval, self.settings.stream_interval)
@@ -280,7 +280,7 @@ class EngineCoreLlm(Llm):
 
     async def add_lora(self, lora: LoraRequest) -> bool:
         """Load a LoRA adapter."""
-        from vllm_llm._engine_lowering import Lowering
+        from vllm_llm.engine_core._lowering import Lowering
 
         vllm_lora = Lowering.lora_request(lora)
         return bool(await self._call(self._require_client().add_lora_async(vllm_lora)))
@@ -347,7 +347,7 @@ class EngineCoreLlm(Llm):
         vLLM makes no logging stat logger either)."""
         if self._stat_log is None:
             return None
-        from vllm_llm._engine_stat_log import stat_log_interval
+        from vllm_llm.engine_core._stat_log import stat_log_interval
 
         return stat_log_interval()
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from vllm_llm._text_tokenizer import TextTokenizer
+from vllm_llm.text._tokenizer import TextTokenizer
 from vllm_llm.wire import LogprobRow
 
 __all__ = ["LogprobCandidate", "LogprobsProcessor", "TokenLogprobs"]

@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 from vllm_llm._errors import InvalidRequest
-from vllm_llm._text_tokenizer import TextTokenizer
 from vllm_llm.parsers import (
     ChatParser,
     ExtractedToolCalls,
@@ -38,6 +37,7 @@ from vllm_llm.parsers import (
     ToolParser,
     random_tool_call_id,
 )
+from vllm_llm.text._tokenizer import TextTokenizer
 from vllm_llm.wire import LlmInfo, StructuredOutputs
 
 

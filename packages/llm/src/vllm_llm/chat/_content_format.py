@@ -24,7 +24,7 @@ from typing import Literal
 
 import jinja2.nodes as nodes
 
-from vllm_llm._text_chat_template import _compile
+from vllm_llm.chat._template import _compile
 
 __all__ = ["ContentFormat", "detect_content_format"]
 

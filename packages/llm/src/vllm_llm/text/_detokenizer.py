@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 from tokenizers.decoders import DecodeStream
 
-from vllm_llm._text_stop import check_stop_strings
-from vllm_llm._text_tokenizer import TextTokenizer
+from vllm_llm.text._stop import check_stop_strings
+from vllm_llm.text._tokenizer import TextTokenizer
 
 __all__ = ["IncrementalDetokenizer", "TokenStep"]
 
