@@ -145,6 +145,65 @@ def forbidden_imports(graph: Graph) -> list[str]:
     return found
 
 
+#: The layers inside `vllm_llm` (importer, imported): a module inside the first never imports one inside
+#: the second. chat -> text -> the boundary at the top; engine_core -> the boundary; neither text nor
+#: engine_core knows the other.
+LAYERS_FORBIDDEN: tuple[tuple[str, str], ...] = (
+    ("vllm_llm.text", "vllm_llm.chat"),
+    ("vllm_llm.text", "vllm_llm.engine_core"),
+    ("vllm_llm.engine_core", "vllm_llm.text"),
+    ("vllm_llm.engine_core", "vllm_llm.chat"),
+)
+
+#: What `vllm_llm.parsers` may import of `vllm_llm` besides itself: the tokenizer interface, the errors,
+#: the wire types.
+PARSERS_MAY_IMPORT = ("vllm_llm.parsers", "vllm_llm.text._tokenizer", "vllm_llm._errors", "vllm_llm.wire")
+
+#: Third-party packages that only `vllm_llm.engine_core` imports in `vllm_llm` (lazily, see
+#: test_router_process.py): a router installs and runs without them.
+ENGINE_ONLY = frozenset({"vllm", "torch"})
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def layer_violations(graph: Graph) -> list[str]:
+    """Every import inside `vllm_llm` that breaks its layers, as `importer -> imported`."""
+    found = []
+    for module, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            crosses = any(_inside(module, a) and _inside(target, b) for a, b in LAYERS_FORBIDDEN)
+            parser_reach = (
+                _inside(module, "vllm_llm.parsers")
+                and _inside(target, "vllm_llm")
+                and not any(_inside(target, allowed) for allowed in PARSERS_MAY_IMPORT)
+            )
+            if crosses or parser_reach:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def third_party_imports(path: Path) -> Iterator[str]:
+    """The top-level names of every absolute import in the source at `path`, wherever it stands."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module.split(".")[0]
+
+
+def engine_only_violations(imports: Mapping[str, frozenset[str]]) -> list[str]:
+    """Every module of `vllm_llm` outside `engine_core` that imports vllm or torch, as `module -> package`."""
+    return [
+        f"{module} -> {package}"
+        for module, names in sorted(imports.items())
+        if _inside(module, "vllm_llm") and not _inside(module, "vllm_llm.engine_core")
+        for package in sorted(names & ENGINE_ONLY)
+    ]
+
+
 def test_the_graph_sees_the_packages_and_their_lazy_imports() -> None:
     graph = import_graph()
     assert {"wire_codegen", "vllm_llm", "vllm_remote_llm", "vllm_server"} <= set(graph)
@@ -207,3 +266,38 @@ def test_eager_imports_leave_out_function_bodies() -> None:
     every = [n for n in _nodes(tree, eager_only=False) if isinstance(n, ast.Import)]
     assert [a.name for n in eager for a in n.names] == ["p.a"]
     assert sorted(a.name for n in every for a in n.names) == ["p.a", "p.b"]
+
+
+def test_layer_rules_name_the_importer_and_the_imported() -> None:
+    graph = {
+        "vllm_llm.text._lowering": frozenset({"vllm_llm.chat._template", "vllm_llm.wire"}),
+        "vllm_llm.engine_core._llm": frozenset({"vllm_llm.text", "vllm_llm._interface"}),
+        "vllm_llm.chat._llm": frozenset({"vllm_llm.text", "vllm_llm.parsers"}),
+        "vllm_llm.parsers.tool.hermes": frozenset({"vllm_llm.text._tokenizer", "vllm_llm.text._llm"}),
+        "vllm_llm.parsers._base": frozenset({"vllm_llm._errors", "vllm_llm.wire._structs", "vllm_llm"}),
+    }
+    assert layer_violations(graph) == [
+        "vllm_llm.engine_core._llm -> vllm_llm.text",
+        "vllm_llm.parsers._base -> vllm_llm",
+        "vllm_llm.parsers.tool.hermes -> vllm_llm.text._llm",
+        "vllm_llm.text._lowering -> vllm_llm.chat._template",
+    ]
+    imports = {
+        "vllm_llm.engine_core._tensors": frozenset({"torch", "msgspec"}),
+        "vllm_llm.text._tokenizer": frozenset({"tokenizers", "vllm"}),
+        "vllm_server.engine_flags": frozenset({"vllm"}),
+    }
+    assert engine_only_violations(imports) == ["vllm_llm.text._tokenizer -> vllm"]
+
+
+def test_the_layers_of_vllm_llm() -> None:
+    # text and engine_core never import each other nor chat; the parsers import only the tokenizer
+    # interface, the errors and the wire
+    assert layer_violations(import_graph()) == []
+
+
+def test_only_engine_core_imports_vllm_or_torch() -> None:
+    modules = project_modules()
+    imports = {m: frozenset(third_party_imports(p)) for m, p in modules.items()}
+    assert imports["vllm_llm.engine_core._lowering"] >= ENGINE_ONLY  # the check sees lazy imports
+    assert engine_only_violations(imports) == []
