@@ -232,6 +232,7 @@ def test_a_router_never_imports_vllm_to_parse() -> None:
         (["--reasoning-parser-plugin", "/p.py"], "--reasoning-parser-plugin '/p.py' is not supported"),
         (["--runner", "pooling"], "--runner 'pooling' is not supported by this frontend"),
         (["--convert", "embed"], "--convert 'embed' is not supported by this frontend"),
+        (["--watermark-config", '{"key": 7}'], "--watermark-config {'key': 7} is not supported by this"),
         (["--lora-modules", "a={model}"], "LoRA is not enabled. Use --enable-lora to enable LoRA."),
     ],
 )

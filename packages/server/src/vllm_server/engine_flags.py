@@ -125,6 +125,11 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
         "vLLM's parser plugins are not loaded",
     ),
     "io_processor_plugin": (_one_of(None, ""), "pooling models are not served"),
+    "watermark_config": (
+        _one_of(None),
+        "vLLM's frontend resolves each request's watermarking (InputProcessor.apply_watermarking); this "
+        "one does not, so no request would be watermarked",
+    ),
     "runner": (_one_of("auto", "generate"), "pooling models are not served; generation only"),
     "convert": (_one_of("auto", "none"), "pooling models are not served; generation only"),
 }

@@ -3,11 +3,17 @@
 Every field survives: the sampling parameters become a real, validated `vllm.SamplingParams`, with the
 private lowered fields (`_eos_token_id`, `_all_stop_token_ids`, `_bad_words_token_ids`) and the
 structured-output backend (resolved by `SamplingParams.verify` as vLLM's InputProcessor does).
+
+The checks vLLM's InputProcessor makes of a request's sampling parameters against the engine's config
+(`_validate_params`) are made here, in its words: the custom logits processors' own `validate_params`
+(`--logits-processors`), and the bounds of sampling distribution replay (`--return-sampling-mask`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import vllm
@@ -33,6 +39,7 @@ class Lowering:
         self._vocab_size = self._model.get_vocab_size()
         self._dp_size = vllm_config.parallel_config.data_parallel_size
         self._lora = vllm_config.lora_config is not None
+        self._validate_logits_processors = _logits_processors_validator(vllm_config)
         self.multimodal = MultiModalLowering(vllm_config)
 
     def lower(self, request: GenerateRequest, internal_id: str) -> EngineCoreRequest:
@@ -137,6 +144,9 @@ class Lowering:
                 self._config.structured_outputs_config,
                 self._tokenizer,
             )
+            self._validate_logits_processors(sp)
+            if self._model.return_sampling_mask:
+                _check_sampling_mask_bounds(sp)
         except VLLMValidationError as exc:
             raise InvalidRequest(str(exc), param=exc.parameter) from exc
         except (ValueError, TypeError) as exc:
@@ -175,6 +185,33 @@ class Lowering:
         if tensor.dim() != 2 or not tensor.is_floating_point():
             raise InvalidRequest("prompt_embeds must be a 2-D floating-point tensor", param="prompt_embeds")
         return tensor.to(torch.get_default_dtype()) if tensor.dtype == torch.float64 else tensor
+
+
+def _logits_processors_validator(config: VllmConfig) -> Callable[[vllm.SamplingParams], None]:
+    """The per-request check of the engine's custom logits processors (their `validate_params`), loaded
+    as vLLM's InputProcessor loads them for the model runner the engine uses."""
+    custom = config.model_config.logits_processors
+    if config.use_v2_model_runner:
+        from vllm.v1.worker.gpu.sample import logits_processor
+
+        validator: Callable[[vllm.SamplingParams], None]
+        validator = logits_processor.build_custom_logits_processors_params_validator(custom)
+        return validator
+    from vllm.v1.sample.logits_processor import validate_logits_processors_parameters
+
+    return partial(validate_logits_processors_parameters, custom)
+
+
+def _check_sampling_mask_bounds(sp: vllm.SamplingParams) -> None:
+    """An engine returning each token's sampling mask (`--return-sampling-mask`) samples, within top-k:
+    vLLM's InputProcessor refuses anything else with these ValueErrors."""
+    if sp.temperature <= 0:
+        raise ValueError("sampling distribution replay requires temperature > 0")
+    if sp.top_k <= 0:
+        raise ValueError(
+            "sampling distribution replay requires top_k > 0 to bound sampling mask size, reduce transfer "
+            "overhead, and avoid potential OOMs"
+        )
 
 
 def _apply_private_fields(sp: vllm.SamplingParams, wp: SamplingParams) -> None:

@@ -130,7 +130,8 @@ class SamplingFields(msgspec.Struct, kw_only=True):
     return_tokens_as_token_ids: bool | None = None
     watermarking: bool | None = None
     """Ignored: vLLM applies it only on an engine with a watermark config (VllmConfig.
-    _check_supports_watermarking returns False without one), which no engine of this server has."""
+    _check_supports_watermarking returns False without one), which no engine of this server has: a worker
+    refuses `--watermark-config` (`engine_flags.UNSUPPORTED`)."""
     length_penalty: float = 1.0
     """Ignored: vLLM reads it only for beam search (to_beam_search_params), refused here."""
     routed_experts_prompt_start: NonNegative = 0
