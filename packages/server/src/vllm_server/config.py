@@ -153,7 +153,8 @@ class LoraModule:
     path: str
     base_model_name: str | None = None
     #: A fused 3D MoE adapter (`is_3d_lora_weight` of vLLM's /v1/load_lora_adapter): its requests say so.
-    is_3d_lora_weight: bool = False
+    #: Not in /server_info: vLLM's `--lora-modules` entries (LoRAModulePath) have no such field.
+    is_3d_lora_weight: bool = field(default=False, metadata={"server_info": False})
 
     def request(self, lora_int_id: int, *, load_inplace: bool = False) -> LoraRequest:
         """The engine's LoRARequest for this adapter under `lora_int_id` (loading it, or a request's)."""
@@ -230,7 +231,8 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_jsonable(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        fields = [f for f in dataclasses.fields(value) if f.metadata.get("server_info", True)]
+        return {f.name: _jsonable(getattr(value, f.name)) for f in fields}
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if value is None or isinstance(value, bool | int | float | str):
